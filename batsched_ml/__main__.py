@@ -1,0 +1,3 @@
+from batsched_ml.cli import main
+
+raise SystemExit(main())

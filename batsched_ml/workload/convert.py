@@ -1,0 +1,214 @@
+"""Conversion of an SWF trace into a Batsim workload, with documented cleaning rules.
+
+Each kept SWF job becomes one Batsim job with a ``delay`` profile. The rules, applied in this
+order (a job is counted under the first rule that drops it; changes are counted independently):
+
+=========================  ====================================================================
+rule                       effect
+=========================  ====================================================================
+``duplicate_job_number``   drop: a later job reusing an SWF job number (Batsim aborts on
+                           duplicate ids); the first occurrence is kept
+``nonpositive_run_time``   drop: run time <= 0 or unknown (-1); a Batsim ``delay`` must be > 0
+``nonpositive_processors`` drop: neither requested nor allocated processors are > 0
+``too_many_processors``    drop: more processors than the machine (MaxProcs, else MaxNodes)
+``missing_requested_time`` change: requested time unknown (<= 0) -> the largest requested time of
+                           the trace (the site's effective limit); if the trace has no requested
+                           time at all the job gets no walltime (Batsim's -1)
+``walltime_raised``        change: run time >= requested time -> walltime = run time + 1 s
+``unsorted_submit_time``   change: jobs are sorted by submission time (stable); counted: the
+                           jobs submitted before a job that precedes them in the file
+=========================  ====================================================================
+
+Why ``walltime = run time + 1``: Batsim 4.2.1 ends a delay job whose delay is greater than *or
+equal to* its walltime as ``COMPLETED_WALLTIME_REACHED`` (see ``shared/batsim-reference``), so a
+job that ran exactly to its limit, or past it thanks to the site's grace period, would be recorded
+as killed. One second above the run time is the smallest change to the trace (run times are whole
+seconds) that lets every kept job complete successfully, as it did on the real machine. The
+trace's own requested time is kept per job as ``swf_requested_time`` for predictors that want it.
+
+Processors: the requested number when known (> 0), else the allocated number (CTC-SP2 has no
+requested processors). ``subtime`` is relative to the first kept submission; the workload records
+the absolute Unix time of ``subtime == 0`` and the trace's time zone so that calendar features can
+be computed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from batsched_ml.workload.swf import SwfTrace
+
+#: Per-job SWF fields kept in the Batsim job objects (Batsim forwards extra keys untouched).
+KEPT_FIELDS: dict[str, str] = {
+    "swf_job": "job_number",
+    "user": "user_id",
+    "group": "group_id",
+    "executable": "executable_number",
+    "queue": "queue_number",
+    "partition": "partition_number",
+    "status": "status",
+    "swf_requested_time": "requested_time",
+}
+
+DROP_RULES = (
+    "duplicate_job_number",
+    "nonpositive_run_time",
+    "nonpositive_processors",
+    "too_many_processors",
+)
+CHANGE_RULES = ("missing_requested_time", "walltime_raised", "unsorted_submit_time")
+
+
+@dataclass
+class CleaningReport:
+    """How many jobs each cleaning rule dropped or changed."""
+
+    input_jobs: int
+    kept_jobs: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_RULES, 0))
+    changed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHANGE_RULES, 0))
+    skipped_lines: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "input_jobs": self.input_jobs,
+            "kept_jobs": self.kept_jobs,
+            "skipped_lines": self.skipped_lines,
+            "dropped": dict(self.dropped),
+            "changed": dict(self.changed),
+        }
+
+    def lines(self) -> list[str]:
+        """A human-readable summary, one rule per line."""
+        out = [f"input jobs: {self.input_jobs}, kept: {self.kept_jobs}"]
+        if self.skipped_lines:
+            out.append(f"  skipped malformed lines (lenient): {self.skipped_lines}")
+        out += [f"  dropped {name}: {count}" for name, count in self.dropped.items()]
+        out += [f"  changed {name}: {count}" for name, count in self.changed.items()]
+        return out
+
+
+@dataclass
+class BatsimWorkload:
+    """A Batsim JSON workload plus the platform size it was made for."""
+
+    data: dict[str, Any]
+    report: CleaningReport
+
+    @property
+    def nb_res(self) -> int:
+        return int(self.data["nb_res"])
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.data, separators=(",", ":")) + "\n")
+
+
+def _number(value: float) -> int | float:
+    """JSON-friendly number: whole values as ints so the files stay compact and exact."""
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> BatsimWorkload:
+    """Apply the cleaning rules to ``trace`` and build the Batsim workload."""
+    jobs = trace.jobs
+    report = CleaningReport(input_jobs=len(jobs), skipped_lines=len(trace.skipped_lines))
+    size = machine_size or trace.header.machine_size
+    processors = np.where(
+        jobs["requested_processors"].to_numpy() > 0,
+        jobs["requested_processors"].to_numpy(),
+        jobs["allocated_processors"].to_numpy(),
+    )
+    if size is None:
+        size = int(processors.max()) if len(processors) else 1
+
+    run_time = jobs["run_time"].to_numpy()
+    keep = np.ones(len(jobs), dtype=bool)
+    masks = {
+        "duplicate_job_number": jobs["job_number"].duplicated(keep="first").to_numpy(),
+        "nonpositive_run_time": run_time <= 0,
+        "nonpositive_processors": processors <= 0,
+        "too_many_processors": processors > size,
+    }
+    for rule in DROP_RULES:
+        hit = masks[rule] & keep
+        report.dropped[rule] = int(hit.sum())
+        keep &= ~hit
+
+    kept = jobs.loc[keep].copy()
+    kept["res"] = processors[keep].astype(np.int64)
+    submit = kept["submit_time"].to_numpy()
+    order = np.argsort(submit, kind="stable")
+    if len(submit) > 1:  # jobs submitted before some job that precedes them in the file
+        late = submit[1:] < np.maximum.accumulate(submit)[:-1]
+        report.changed["unsorted_submit_time"] = int(late.sum())
+    kept = kept.iloc[order]
+
+    requested = kept["requested_time"].to_numpy(dtype=np.float64)
+    known = requested > 0
+    walltime = requested.copy()
+    report.changed["missing_requested_time"] = int((~known).sum())
+    if known.any():
+        walltime[~known] = requested[known].max()
+    else:
+        walltime[:] = -1.0
+    delays = kept["run_time"].to_numpy(dtype=np.float64)
+    raise_mask = (walltime > 0) & (delays >= walltime)
+    report.changed["walltime_raised"] = int(raise_mask.sum())
+    walltime[raise_mask] = delays[raise_mask] + 1.0
+    report.kept_jobs = len(kept)
+
+    first_submit = float(kept["submit_time"].iloc[0]) if len(kept) else 0.0
+    subtimes = kept["submit_time"].to_numpy(dtype=np.float64) - first_submit
+
+    profiles: dict[str, dict[str, Any]] = {}
+    profile_names: list[str] = []
+    for delay in delays:
+        number = _number(delay)
+        name = f"delay_{number}"
+        if name not in profiles:
+            profiles[name] = {"type": "delay", "delay": number}
+        profile_names.append(name)
+
+    kept_columns = {key: kept[column].to_numpy() for key, column in KEPT_FIELDS.items()}
+    res = kept["res"].to_numpy()
+    job_list: list[dict[str, Any]] = []
+    for i in range(len(kept)):
+        job: dict[str, Any] = {
+            "id": int(kept_columns["swf_job"][i]),
+            "subtime": _number(subtimes[i]),
+            "res": int(res[i]),
+            "profile": profile_names[i],
+        }
+        if walltime[i] > 0:
+            job["walltime"] = _number(walltime[i])
+        for key, values in kept_columns.items():
+            if key != "swf_job":
+                job[key] = _number(values[i])
+        job_list.append(job)
+
+    header = trace.header
+    unix_start = header.unix_start_time
+    data: dict[str, Any] = {
+        "nb_res": int(size),
+        "trace": trace.name,
+        "unix_start_time": (unix_start + first_submit) if unix_start is not None else None,
+        "time_zone_string": header.time_zone_string,
+        "time_zone": header.time_zone,
+        "cleaning": report.as_dict(),
+        "jobs": job_list,
+        "profiles": profiles,
+    }
+    if isinstance(data["unix_start_time"], float):
+        data["unix_start_time"] = _number(data["unix_start_time"])
+    return BatsimWorkload(data=data, report=report)
+
+
+def workload_frame(workload: dict[str, Any]) -> pd.DataFrame:
+    """The jobs of a Batsim workload as a DataFrame (one row per job, its keys as columns)."""
+    return pd.DataFrame.from_records(workload["jobs"])

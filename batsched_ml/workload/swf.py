@@ -1,0 +1,301 @@
+"""Reader for the Standard Workload Format (SWF) of the Parallel Workloads Archive.
+
+An SWF file is a header of ``; Key: value`` comment lines followed by one line per job with 18
+whitespace-separated numeric fields (-1 meaning "unknown"). The reader is vectorised: it checks
+the field count of every line with one pass of :meth:`str.split`, then lets pandas' C parser
+convert the numbers; only when that fails does it look line by line for the culprit, so the
+error can name the file and the line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: The 18 SWF fields, in file order, with the names used as DataFrame columns.
+SWF_FIELDS: tuple[str, ...] = (
+    "job_number",
+    "submit_time",
+    "wait_time",
+    "run_time",
+    "allocated_processors",
+    "average_cpu_time",
+    "used_memory",
+    "requested_processors",
+    "requested_time",
+    "requested_memory",
+    "status",
+    "user_id",
+    "group_id",
+    "executable_number",
+    "queue_number",
+    "partition_number",
+    "preceding_job_number",
+    "think_time",
+)
+
+#: Fields that are integers in the format; the others (times, CPU time, memory) may be real.
+INTEGER_FIELDS: frozenset[str] = frozenset(
+    {
+        "job_number",
+        "allocated_processors",
+        "requested_processors",
+        "status",
+        "user_id",
+        "group_id",
+        "executable_number",
+        "queue_number",
+        "partition_number",
+        "preceding_job_number",
+    }
+)
+
+_HEADER_RE = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
+
+
+class SwfError(ValueError):
+    """A malformed SWF file; the message names the file and, where it applies, the line."""
+
+    def __init__(self, path: str, line: int | None, reason: str) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason
+
+
+@dataclass
+class SwfHeader:
+    """The header comments of an SWF file.
+
+    ``fields`` keeps every ``; Key: value`` pair in file order (continuation lines and notes are
+    appended to the previous key's value); typed accessors cover the keys the rest of the package
+    uses.
+    """
+
+    fields: dict[str, str] = field(default_factory=dict)
+
+    def _int(self, key: str) -> int | None:
+        value = self.fields.get(key)
+        if value is None:
+            return None
+        match = re.match(r"\s*(-?\d+)", value)
+        return int(match.group(1)) if match else None
+
+    @property
+    def max_procs(self) -> int | None:
+        return self._int("MaxProcs")
+
+    @property
+    def max_nodes(self) -> int | None:
+        return self._int("MaxNodes")
+
+    @property
+    def max_jobs(self) -> int | None:
+        return self._int("MaxJobs")
+
+    @property
+    def max_records(self) -> int | None:
+        return self._int("MaxRecords")
+
+    @property
+    def unix_start_time(self) -> int | None:
+        return self._int("UnixStartTime")
+
+    @property
+    def time_zone(self) -> int | None:
+        """Offset of the trace's local time from UTC, in seconds (the ``TimeZone`` key)."""
+        return self._int("TimeZone")
+
+    @property
+    def time_zone_string(self) -> str | None:
+        value = self.fields.get("TimeZoneString")
+        return value.split()[0] if value else None
+
+    @property
+    def machine_size(self) -> int | None:
+        """Processors of the machine: MaxProcs, else MaxNodes (PWA headers give one or both)."""
+        procs = self.max_procs
+        if procs is not None and procs > 0:
+            return procs
+        nodes = self.max_nodes
+        return nodes if nodes is not None and nodes > 0 else None
+
+
+@dataclass
+class SwfTrace:
+    """A parsed SWF file: its header, one row per job (columns :data:`SWF_FIELDS`), and
+    ``line_numbers[i]``, the 1-based file line of row ``i`` (for error messages downstream)."""
+
+    path: str
+    header: SwfHeader
+    jobs: pd.DataFrame
+    line_numbers: np.ndarray
+    skipped_lines: dict[int, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def name(self) -> str:
+        """The trace's name: its file name without ``.swf`` / ``.swf.gz``."""
+        base = Path(self.path).name
+        for suffix in (".gz", ".swf"):
+            base = base.removesuffix(suffix)
+        return base
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SwfError(str(path), None, f"cannot read: {exc.strerror or exc}") from exc
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise SwfError(str(path), None, f"corrupt gzip data: {exc}") from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def _parse_header(lines: list[str]) -> SwfHeader:
+    header = SwfHeader()
+    last_key: str | None = None
+    for line in lines:
+        match = _HEADER_RE.match(line)
+        if match:
+            key, value = match.group(1), match.group(2)
+            if key in header.fields:
+                header.fields[key] += "\n" + value
+            else:
+                header.fields[key] = value
+            last_key = key
+        elif last_key is not None:
+            extra = line.lstrip(";").strip()
+            if extra:
+                header.fields[last_key] += "\n" + extra
+    return header
+
+
+def read_swf_header(path: str | Path) -> SwfHeader:
+    """Only the header of an SWF file (reads up to the first job line)."""
+    path = Path(path)
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    lines: list[str] = []
+    with opener(path, "rt", encoding="latin-1") as handle:
+        for line in handle:
+            stripped = line.strip()
+            if stripped and not stripped.startswith(";"):
+                break
+            if stripped:
+                lines.append(stripped)
+    return _parse_header(lines)
+
+
+def _bad_token_line(data_lines: list[str]) -> tuple[int, str] | None:
+    """Index and token of the first non-numeric field (slow path, only called on failure)."""
+    for index, line in enumerate(data_lines):
+        for token in line.split():
+            try:
+                value = float(token)
+            except ValueError:
+                return index, token
+            if not np.isfinite(value):
+                return index, token
+    return None
+
+
+def read_swf(path: str | Path, *, lenient: bool = False) -> SwfTrace:
+    """Read an SWF file (plain or gzip-compressed).
+
+    A data line with a number of fields other than 18, or a field that is not a finite number,
+    raises :class:`SwfError` naming the file and line. With ``lenient=True`` such lines are
+    skipped instead and listed in :attr:`SwfTrace.skipped_lines` (line number -> reason).
+    """
+    path = Path(path)
+    text = _read_text(path)
+    all_lines = text.splitlines()
+    header_lines: list[str] = []
+    data_lines: list[str] = []
+    data_numbers: list[int] = []
+    for number, line in enumerate(all_lines, start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(";"):
+            header_lines.append(stripped)
+        else:
+            data_lines.append(stripped)
+            data_numbers.append(number)
+
+    skipped: dict[int, str] = {}
+    n_fields = len(SWF_FIELDS)
+    counts = np.fromiter((len(line.split()) for line in data_lines), dtype=np.int64)
+    bad = np.flatnonzero(counts != n_fields)
+    if bad.size:
+        if not lenient:
+            first = int(bad[0])
+            raise SwfError(
+                str(path),
+                data_numbers[first],
+                f"expected {n_fields} fields, found {int(counts[first])}",
+            )
+        for index in bad:
+            skipped[data_numbers[index]] = f"expected {n_fields} fields, found {int(counts[index])}"
+        keep = counts == n_fields
+        data_lines = [line for line, ok in zip(data_lines, keep, strict=True) if ok]
+        data_numbers = [num for num, ok in zip(data_numbers, keep, strict=True) if ok]
+
+    while True:
+        try:
+            frame = _parse_numbers(data_lines)
+            break
+        except ValueError:
+            found = _bad_token_line(data_lines)
+            if found is None:  # pragma: no cover - pandas failed for a reason we cannot see
+                raise SwfError(str(path), None, "could not parse the job lines") from None
+            index, token = found
+            reason = f"field {token!r} is not a finite number"
+            if not lenient:
+                raise SwfError(str(path), data_numbers[index], reason) from None
+            skipped[data_numbers[index]] = reason
+            del data_lines[index]
+            del data_numbers[index]
+
+    return SwfTrace(
+        path=str(path),
+        header=_parse_header(header_lines),
+        jobs=frame,
+        line_numbers=np.asarray(data_numbers, dtype=np.int64),
+        skipped_lines=dict(sorted(skipped.items())),
+    )
+
+
+def _parse_numbers(data_lines: list[str]) -> pd.DataFrame:
+    if not data_lines:
+        return pd.DataFrame({name: pd.Series(dtype="float64") for name in SWF_FIELDS})
+    frame = pd.read_csv(
+        io.StringIO("\n".join(data_lines)),
+        sep=r"\s+",
+        header=None,
+        names=list(SWF_FIELDS),
+        dtype="float64",
+        engine="c",
+    )
+    values = frame.to_numpy()
+    if not np.isfinite(values).all():
+        raise ValueError("non-finite value")
+    for name in INTEGER_FIELDS:
+        column = frame[name].to_numpy()
+        if np.array_equal(column, np.floor(column)):
+            frame[name] = column.astype(np.int64)
+    return frame

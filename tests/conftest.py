@@ -1,0 +1,54 @@
+"""Shared fixtures: where the read-only ground truth of ``../shared`` lives."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+REFERENCE = SHARED / "batsim-reference"
+TRACES = SHARED / "traces"
+REFERENCE_CASES = (
+    sorted(p.name for p in REFERENCE.iterdir() if p.is_dir()) if REFERENCE.is_dir() else []
+)
+
+
+@dataclass
+class ReferenceCase:
+    """One recorded run of real Batsim 4.2.1."""
+
+    name: str
+    path: Path
+    records: list[dict[str, Any]]
+    command: str
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return json.loads((self.path / "workload.json").read_text())
+
+    @property
+    def dynamic_jobs(self) -> bool:
+        return "--enable-dynamic-jobs" in self.command
+
+    @property
+    def acknowledge(self) -> bool:
+        return "--acknowledge-dynamic-jobs" in self.command
+
+    def jobs_csv(self) -> str:
+        return (self.path / "out_jobs.csv").read_text()
+
+
+def load_case(name: str) -> ReferenceCase:
+    path = REFERENCE / name
+    records = [json.loads(line) for line in (path / "messages.jsonl").read_text().splitlines()]
+    return ReferenceCase(name, path, records, (path / "command.txt").read_text())
+
+
+def need_shared() -> None:
+    if not REFERENCE.is_dir():
+        pytest.skip("../shared is not available")

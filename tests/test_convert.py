@@ -1,0 +1,132 @@
+"""SWF -> Batsim workload: cleaning rules with exact counts, and job fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batsched_ml.cli import main
+from batsched_ml.sim.loop import SerialFcfs, drive
+from batsched_ml.sim.simulator import BatsimSimulator
+from batsched_ml.workload.convert import convert_trace
+from batsched_ml.workload.platform import compute_host_names, platform_xml
+from batsched_ml.workload.swf import read_swf, read_swf_header
+from tests.conftest import ROOT, TRACES
+
+HEADER = "; UnixStartTime: 1000\n; TimeZone: 7200\n; TimeZoneString: Europe/Paris\n; MaxProcs: 8\n"
+# job submit wait run alloc cpu mem reqp reqt reqmem status user group exe queue part prec think
+JOBS = """\
+1 100 0 50 2 -1 -1 2 100 -1 1 5 1 9 2 1 -1 -1
+2 110 0 0 2 -1 -1 2 100 -1 0 5 1 9 2 1 -1 -1
+3 120 0 30 -1 -1 -1 -1 100 -1 1 5 1 9 2 1 -1 -1
+4 130 0 30 16 -1 -1 16 100 -1 1 5 1 9 2 1 -1 -1
+5 140 0 60 1 -1 -1 1 60 -1 1 6 1 9 2 1 -1 -1
+6 150 0 90 3 -1 -1 -1 60 -1 1 6 1 9 2 1 -1 -1
+7 105 0 10 1 -1 -1 1 -1 -1 1 6 1 9 2 1 -1 -1
+1 160 0 10 1 -1 -1 1 100 -1 1 6 1 9 2 1 -1 -1
+"""
+
+
+def convert(tmp_path: Path):
+    path = tmp_path / "t.swf"
+    path.write_text(HEADER + JOBS)
+    return convert_trace(read_swf(path))
+
+
+def test_each_rule_counts_what_it_dropped_or_changed(tmp_path: Path) -> None:
+    workload = convert(tmp_path)
+    report = workload.report
+    assert report.dropped == {
+        "duplicate_job_number": 1,  # second job 1
+        "nonpositive_run_time": 1,  # job 2
+        "nonpositive_processors": 1,  # job 3
+        "too_many_processors": 1,  # job 4 asks 16 of 8
+    }
+    assert report.changed == {
+        "missing_requested_time": 1,  # job 7 -> largest requested time (100)
+        "walltime_raised": 2,  # job 5 (run == requested) and job 6 (run > requested)
+        "unsorted_submit_time": 1,  # job 7 (t=105) moves before jobs 5 and 6
+    }
+    assert report.kept_jobs == 4
+
+
+def test_jobs_carry_batsim_fields_and_the_swf_ones(tmp_path: Path) -> None:
+    data = convert(tmp_path).data
+    assert data["nb_res"] == 8
+    assert data["unix_start_time"] == 1100  # header start + first kept submission
+    assert (data["time_zone_string"], data["time_zone"]) == ("Europe/Paris", 7200)
+    jobs = {job["id"]: job for job in data["jobs"]}
+    assert [job["id"] for job in data["jobs"]] == [1, 7, 5, 6]
+    assert jobs[1] == {
+        "id": 1,
+        "subtime": 0,
+        "res": 2,
+        "profile": "delay_50",
+        "walltime": 100,
+        "user": 5,
+        "group": 1,
+        "executable": 9,
+        "queue": 2,
+        "partition": 1,
+        "status": 1,
+        "swf_requested_time": 100,
+    }
+    assert jobs[7]["walltime"] == 100 and jobs[7]["swf_requested_time"] == -1
+    assert jobs[5]["walltime"] == 61 and jobs[5]["subtime"] == 40
+    assert jobs[6]["walltime"] == 91 and jobs[6]["res"] == 3  # allocated, none requested
+    assert data["profiles"]["delay_90"] == {"type": "delay", "delay": 90}
+
+
+def test_every_kept_job_completes_successfully_in_the_simulator(tmp_path: Path) -> None:
+    """The walltime rule exists for this: Batsim kills delay >= walltime."""
+    workload = convert(tmp_path).data
+    sim = BatsimSimulator([workload], [f"host{i}" for i in range(8)])
+    drive(sim, SerialFcfs(8))
+    states = [row.split(",")[7] for row in sim.rows]
+    assert states == ["COMPLETED_SUCCESSFULLY"] * 4
+
+
+def test_cli_convert_writes_workload_and_platform(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "t.swf"
+    path.write_text(HEADER + JOBS)
+    assert main(["workload", "convert", str(path), "-o", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "dropped too_many_processors: 1" in out
+    assert (tmp_path / "out" / "t.json").exists()
+    assert compute_host_names(tmp_path / "out" / "t_platform.xml") == sorted(
+        f"host{i}" for i in range(8)
+    )
+
+
+def test_cli_reports_a_bad_line_without_traceback(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "bad.swf"
+    path.write_text(HEADER + "1 2 3\n")
+    assert main(["workload", "convert", str(path), "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"batsched-ml: error: {path}:5: expected 18 fields, found 3"
+
+
+def test_shipped_platforms_match_the_generator() -> None:
+    for platform in sorted((ROOT / "platforms").glob("*.xml")):
+        trace = TRACES / (platform.stem + ".swf.gz")
+        if not trace.exists():
+            continue
+        size = read_swf_header(trace).machine_size
+        assert platform.read_text() == platform_xml(size), platform.name
+
+
+@pytest.mark.parametrize(
+    ("trace", "kept", "raised"),
+    [("KTH-SP2-1996-2.1-cln", 28_467, 513), ("SDSC-SP2-1998-4.2-cln", 54_034, 4_135)],
+)
+def test_real_trace_cleaning_counts(trace: str, kept: int, raised: int) -> None:
+    path = TRACES / f"{trace}.swf.gz"
+    if not path.exists():
+        pytest.skip("shared traces not available")
+    workload = convert_trace(read_swf(path))
+    assert workload.report.kept_jobs == kept
+    assert workload.report.changed["walltime_raised"] == raised
+    for job in workload.data["jobs"]:
+        delay = workload.data["profiles"][job["profile"]]["delay"]
+        assert delay < job["walltime"]

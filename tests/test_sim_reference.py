@@ -1,0 +1,90 @@
+"""The embedded simulator against real Batsim 4.2.1: fed the decisions recorded in each
+transcript, it must emit exactly the recorded events and write Batsim's jobs.csv byte for byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from batsched_ml.protocol.codec import message_from_dict, message_to_dict
+from batsched_ml.sim import jobs_csv
+from batsched_ml.sim.simulator import BatsimSimulator, InvalidDecision
+from batsched_ml.workload.platform import compute_host_names
+from tests.conftest import load_case
+
+EXACT_CASES = ["fcfs_small", "easy_backfill", "kill_resubmit", "walltime_kill", "reject"]
+
+
+def _simulator(case) -> BatsimSimulator:
+    return BatsimSimulator(
+        [case.workload],
+        compute_host_names(case.path / "platform.xml"),
+        dynamic_jobs=case.dynamic_jobs,
+        acknowledge_dynamic_jobs=case.acknowledge,
+        workload_paths=["/data/workload.json"],
+    )
+
+
+def _replay(case) -> tuple[BatsimSimulator, list[dict]]:
+    """Drive the simulator with the recorded scheduler replies; return what it emitted."""
+    sim = _simulator(case)
+    emitted = [message_to_dict(sim.start())]
+    replies = [r["msg"] for r in case.records if r["dir"] == "sched->batsim"]
+    for reply in replies:
+        out = sim.step(message_from_dict(reply))
+        if out is None:
+            break
+        emitted.append(message_to_dict(out))
+    return sim, emitted
+
+
+@pytest.mark.parametrize("name", EXACT_CASES)
+def test_simulator_emits_the_recorded_events(name: str) -> None:
+    case = load_case(name)
+    sim, emitted = _replay(case)
+    recorded = [r["msg"] for r in case.records if r["dir"] == "batsim->sched"]
+    # Same number of messages, each equal as JSON (object key order aside: Batsim lists the
+    # profiles of SIMULATION_BEGINS in its hash-map order).
+    assert len(emitted) == len(recorded)
+    for i, (ours, theirs) in enumerate(zip(emitted, recorded, strict=True)):
+        assert ours == theirs, f"message {i} differs"
+    # Event types in the same order, exactly (dict equality above ignores only key order).
+    assert [[e["type"] for e in m["events"]] for m in emitted] == [
+        [e["type"] for e in m["events"]] for m in recorded
+    ]
+    assert sim.finished
+
+
+@pytest.mark.parametrize("name", EXACT_CASES)
+def test_simulator_writes_batsims_jobs_csv(name: str, tmp_path) -> None:
+    case = load_case(name)
+    sim, _ = _replay(case)
+    out = tmp_path / "jobs.csv"
+    jobs_csv.write_jobs_csv(out, sim.rows)
+    assert out.read_text() == case.jobs_csv()
+
+
+def test_simulator_rejects_the_recorded_invalid_decision() -> None:
+    case = load_case("invalid_decision")
+    sim = _simulator(case)
+    sim.start()
+    replies = [r["msg"] for r in case.records if r["dir"] == "sched->batsim"]
+    sim.step(message_from_dict(replies[0]))
+    with pytest.raises(InvalidDecision) as info:
+        sim.step(message_from_dict(replies[1]))
+    assert info.value.decision == "EXECUTE_JOB"
+    assert info.value.subject == "w0!2"
+    assert "machines 1 are already in use" in str(info.value)
+    # Batsim aborted there too, leaving an empty jobs.csv.
+    assert case.jobs_csv() == ""
+
+
+def test_begins_lists_every_profile_of_the_workload() -> None:
+    case = load_case("fcfs_small")
+    begins = message_to_dict(_simulator(case).start())["events"][0]["data"]
+    assert begins["profiles"]["w0"] == case.workload["profiles"]
+    assert json.dumps(begins["compute_resources"][0]) == (
+        '{"id": 0, "name": "host0", "state": "idle", "properties": {"role": ""}, '
+        '"zone_properties": {}}'
+    )
