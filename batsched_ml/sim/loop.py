@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from procset import ProcSet
-
+from batsched_ml.alloc import full_mask, lowest, mask_of, procset_of
 from batsched_ml.protocol.events import (
     ExecuteJob,
     JobCompleted,
@@ -39,8 +38,8 @@ def drive(sim: BatsimSimulator, handler: Handler) -> int:
 class SerialFcfs:
     """FCFS without backfilling, lowest free machine ids first."""
 
-    def __init__(self, nb_machines: int | None = None) -> None:
-        self.free: list[int] = list(range(nb_machines)) if nb_machines else []
+    def __init__(self, nb_machines: int = 0) -> None:
+        self.free = full_mask(nb_machines)
         self.queue: deque[tuple[str, int]] = deque()
 
     def __call__(self, message: Message) -> Message:
@@ -49,14 +48,13 @@ class SerialFcfs:
             if isinstance(event, JobSubmitted):
                 self.queue.append((event.job_id, event.job["res"]))
             elif isinstance(event, JobCompleted):
-                self.free.extend(event.alloc)
+                self.free |= mask_of(event.alloc)
             elif isinstance(event, SimulationBegins):
-                self.free = list(range(event.nb_compute_resources))
+                self.free = full_mask(event.nb_compute_resources)
         decisions = []
-        if self.queue and len(self.free) >= self.queue[0][1]:
-            self.free.sort()
-            while self.queue and len(self.free) >= self.queue[0][1]:
-                job_id, res = self.queue.popleft()
-                hosts, self.free = self.free[:res], self.free[res:]
-                decisions.append(ExecuteJob(now, job_id, ProcSet(*hosts)))
+        while self.queue and self.free.bit_count() >= self.queue[0][1]:
+            job_id, res = self.queue.popleft()
+            taken = lowest(self.free, res)
+            self.free ^= taken
+            decisions.append(ExecuteJob(now, job_id, procset_of(taken)))
         return Message(now, decisions)

@@ -38,6 +38,7 @@ from typing import Any
 
 from procset import ProcSet
 
+from batsched_ml.alloc import mask_of, procset_of
 from batsched_ml.protocol.events import (
     CallMeLater,
     Event,
@@ -103,13 +104,6 @@ class _Workload:
     name: str
     profiles: dict[str, dict[str, Any]]
     refcount: dict[str, int] = field(default_factory=dict)
-
-
-def _mask(alloc: ProcSet) -> int:
-    mask = 0
-    for interval in alloc.intervals():
-        mask |= ((1 << (interval.sup + 1)) - 1) ^ ((1 << interval.inf) - 1)
-    return mask
 
 
 def _walltime(obj: dict[str, Any]) -> float | None:
@@ -505,9 +499,9 @@ class BatsimSimulator:
                 job.job_id,
                 f"allocation {alloc} names machines outside 0-{len(self.hosts) - 1}",
             )
-        mask = _mask(alloc)
+        mask = mask_of(alloc)
         if mask & self._busy:
-            busy = ProcSet(*(i for i in alloc if self._busy >> i & 1))
+            busy = procset_of(mask & self._busy)
             raise InvalidDecision(decision.TYPE, job.job_id, f"machines {busy} are already in use")
         self._busy |= mask
         job.state = _RUNNING
