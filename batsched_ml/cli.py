@@ -7,15 +7,32 @@ line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from batsched_ml import __version__
+from batsched_ml.protocol.codec import ProtocolError
+from batsched_ml.scheduler.policies import POLICIES
+from batsched_ml.sim.simulator import SimulationError
 from batsched_ml.workload.convert import convert_trace
-from batsched_ml.workload.io import WorkloadError, write_converted
+from batsched_ml.workload.io import WorkloadError, load_workload, write_converted
+from batsched_ml.workload.platform import PlatformError, compute_host_names
 from batsched_ml.workload.swf import SwfError, read_swf
 
-USER_ERRORS: tuple[type[Exception], ...] = (SwfError, WorkloadError, FileNotFoundError)
+USER_ERRORS: tuple[type[Exception], ...] = (
+    SwfError,
+    WorkloadError,
+    PlatformError,
+    FileNotFoundError,
+    ProtocolError,
+    SimulationError,
+    ValueError,
+    OSError,
+)
+DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "workloads" / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 def _cmd_workload_convert(args: argparse.Namespace) -> int:
@@ -27,6 +44,143 @@ def _cmd_workload_convert(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {workload_path} ({workload.report.kept_jobs} jobs)")
     print(f"wrote {platform_path} ({workload.nb_res} hosts + master)")
+    return 0
+
+
+def _hours(text: str) -> float | None:
+    if text.lower() in ("none", "off", "inf"):
+        return None
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the starvation threshold must be positive (or 'none')")
+    return value * 3600.0
+
+
+def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        default="fcfs",
+        choices=sorted(POLICIES),
+        help="queue order: " + "; ".join(f"{p.name}: {p.description}" for p in POLICIES.values()),
+    )
+    parser.add_argument(
+        "--estimator",
+        default="requested",
+        choices=["requested", "actual"],
+        help="runtime estimate used by EASY: the requested time, or the actual runtime "
+        "(clairvoyant reference)",
+    )
+    parser.add_argument(
+        "--starvation-threshold",
+        type=_hours,
+        default=72 * 3600.0,
+        metavar="HOURS",
+        help="jobs waiting longer go to the head of the queue, oldest first (default 72; "
+        "'none' disables)",
+    )
+    parser.add_argument(
+        "--no-backfilling",
+        action="store_true",
+        help="stop each pass at the first job that does not fit (plain list scheduling)",
+    )
+
+
+def _config(args: argparse.Namespace):
+    from batsched_ml.replay import ReplayConfig
+
+    return ReplayConfig(
+        policy=args.policy,
+        estimator=args.estimator,
+        starvation_threshold=args.starvation_threshold,
+        backfilling=not args.no_backfilling,
+    )
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from batsched_ml.replay import run_replay, write_outputs
+
+    started = time.perf_counter()
+    path = Path(args.workload) if args.workload else DEFAULT_TRACE
+    workload = load_workload(path, lenient=args.lenient)
+    config = _config(args)
+    total = len(workload["jobs"])
+    with tqdm(
+        total=total, unit="job", desc=f"{path.name} {config.policy}", disable=args.quiet
+    ) as bar:
+
+        def progress(done: int) -> None:
+            bar.update(done - bar.n)
+
+        result = run_replay(workload, config, progress=progress, zmq_endpoint=args.zmq)
+    summary = write_outputs(result, args.output)
+    elapsed = time.perf_counter() - started
+    print(_summary_table(summary))
+    print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")
+    return 0
+
+
+def _summary_table(summary: dict) -> str:
+    rows = [
+        ("trace", str(summary.get("trace"))),
+        ("policy", summary["config"]["policy"]),
+        (
+            "jobs",
+            f"{summary['jobs']:,} ({summary['finished']:,} finished, "
+            f"{summary['rejected']} rejected)",
+        ),
+        ("mean bounded slowdown", f"{summary['mean_bsld']:.2f}"),
+        ("mean wait", f"{summary['mean_wait']:.0f} s"),
+        ("max wait", f"{summary['max_wait']:.0f} s"),
+        ("makespan", f"{summary['makespan']:.0f} s"),
+        ("utilisation", f"{summary['utilisation']:.1%}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from batsched_ml.replay import make_scheduler
+    from batsched_ml.transport import serve
+
+    scheduler = make_scheduler(_config(args))
+    timeout = None if args.timeout <= 0 else args.timeout
+    count = serve(
+        args.socket,
+        scheduler.handle,
+        timeout=timeout,
+        on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
+    )
+    print(
+        f"simulation ended after {count} messages: {len(scheduler.rejected)} job(s) rejected",
+        flush=True,
+    )
+    return 0
+
+
+def _cmd_batsim(args: argparse.Namespace) -> int:
+    from batsched_ml.sim import jobs_csv
+    from batsched_ml.sim.simulator import BatsimSimulator
+    from batsched_ml.transport import run_batsim_peer
+
+    workloads = [load_workload(path) for path in args.workload]
+    hosts = compute_host_names(args.platform)
+    sim = BatsimSimulator(
+        workloads,
+        hosts,
+        dynamic_jobs=args.enable_dynamic_jobs,
+        acknowledge_dynamic_jobs=args.acknowledge_dynamic_jobs,
+        profile_reuse=args.enable_profile_reuse,
+        forward_profiles=args.forward_profiles_on_submission,
+        workload_paths=[str(Path(p).resolve()) for p in args.workload],
+    )
+    timeout = None if args.timeout <= 0 else args.timeout
+    count = run_batsim_peer(sim, args.socket_endpoint, timeout=timeout)
+    out = Path(args.export + "_jobs.csv")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    jobs_csv.write_jobs_csv(out, sim.rows)
+    print(json.dumps({"messages": count, "jobs": len(sim.rows), "jobs_csv": str(out)}))
     return 0
 
 
@@ -61,6 +215,70 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip and count malformed lines instead of stopping at the first",
     )
     convert.set_defaults(handler=_cmd_workload_convert)
+
+    replay = commands.add_parser(
+        "replay",
+        help="replay a trace in the embedded simulator and write jobs.csv and summary.json",
+        description="Replay an SWF trace (converted on the fly) or a Batsim workload JSON in the "
+        "embedded Batsim-compatible simulator; write DIR/jobs.csv (Batsim's format) and "
+        "DIR/summary.json, and print a summary.",
+    )
+    replay.add_argument(
+        "workload",
+        nargs="?",
+        help="SWF trace (.swf, .swf.gz) or Batsim workload (.json); default: the shipped KTH-SP2",
+    )
+    replay.add_argument("-o", "--output", default="out", metavar="DIR", help="default: ./out")
+    _add_scheduler_options(replay)
+    replay.add_argument(
+        "--zmq",
+        metavar="ENDPOINT",
+        help="serve the scheduler over ZeroMQ on this endpoint (e.g. tcp://127.0.0.1:*) "
+        "instead of in process; same results",
+    )
+    replay.add_argument("--lenient", action="store_true", help="skip malformed SWF lines")
+    replay.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    replay.set_defaults(handler=_cmd_replay)
+
+    serve = commands.add_parser(
+        "serve",
+        help="answer a real Batsim 4.2.1 over ZeroMQ",
+        description="Bind a ZeroMQ REP socket and schedule for the Batsim that connects to it "
+        "(batsim -s ENDPOINT) until SIMULATION_ENDS; exit 0 then.",
+    )
+    serve.add_argument("--socket", default="tcp://*:28000", help="default: tcp://*:28000")
+    serve.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="give up if Batsim says nothing for this long (default 600; 0 waits forever)",
+    )
+    _add_scheduler_options(serve)
+    serve.set_defaults(handler=_cmd_serve)
+
+    batsim = commands.add_parser(
+        "batsim",
+        help="the embedded simulator as a Batsim peer over ZeroMQ (stand-in for real Batsim)",
+        description="Play Batsim's side of the protocol over ZeroMQ with the embedded simulator; "
+        "options follow Batsim 4.2.1's command line. Writes PREFIX_jobs.csv.",
+    )
+    batsim.add_argument("-p", "--platform", required=True, help="SimGrid platform XML")
+    batsim.add_argument(
+        "-w", "--workload", required=True, action="append", help="workload JSON or SWF"
+    )
+    batsim.add_argument("-e", "--export", default="out", metavar="PREFIX")
+    batsim.add_argument(
+        "-s", "--socket-endpoint", default="tcp://localhost:28000", metavar="ENDPOINT"
+    )
+    batsim.add_argument("--enable-dynamic-jobs", action="store_true")
+    batsim.add_argument("--acknowledge-dynamic-jobs", action="store_true")
+    batsim.add_argument("--enable-profile-reuse", action="store_true")
+    batsim.add_argument("--forward-profiles-on-submission", action="store_true")
+    batsim.add_argument(
+        "--timeout", type=float, default=600.0, metavar="SECONDS", help="0 waits forever"
+    )
+    batsim.set_defaults(handler=_cmd_batsim)
     return parser
 
 
@@ -72,6 +290,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as exc:
         print(f"batsched-ml: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        from batsched_ml.transport import TransportError
+
+        if isinstance(exc, TransportError):
+            print(f"batsched-ml: error: {exc}", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         print("batsched-ml: interrupted", file=sys.stderr)
         return 130

@@ -223,9 +223,10 @@ class BatsimSimulator:
         return delay
 
     def _push(self, time: float, kind: int, ref: Any) -> int:
+        """Set a timer; Batsim's clock is a double, so times are floats whatever the input."""
         seq = self._seq
         self._seq += 1
-        heapq.heappush(self._timers, (time, seq, kind, ref))
+        heapq.heappush(self._timers, (float(time), seq, kind, ref))
         return seq
 
     # --- the protocol -------------------------------------------------------------------

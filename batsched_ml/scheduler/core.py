@@ -1,0 +1,268 @@
+"""The pure scheduler core: protocol events in, decisions out.
+
+:class:`EasyScheduler` holds no socket, file, clock or global: it is driven by
+:meth:`EasyScheduler.handle`, which takes one Batsim :class:`Message` and returns the reply. Event
+handlers only record what happened; one scheduling pass (:func:`easy_pass`) per message then
+decides, as batsched does, which keeps the in-process and ZeroMQ paths identical.
+
+A pass runs when the message brought something that can change a decision: a submission, a
+completion or a requested call. The queue it gives EASY is: *starving* jobs first (waiting longer
+than ``starvation_threshold``, oldest first), then the others in the policy's order.
+
+Starvation threshold: by default 72 hours. SPF and SAF can postpone a long or wide job for as
+long as shorter ones keep arriving; a threshold bounds that wait (paper, section 5.1) while
+staying clear of ordinary waits, so that it does not turn SPF and SAF into FCFS on busy traces.
+``benchmarks/starvation_threshold.py`` measures the trade-off on KTH-SP2; ``None`` disables it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+from batsched_ml.alloc import full_mask, procset_of
+from batsched_ml.job import Job
+from batsched_ml.protocol.events import (
+    Event,
+    ExecuteJob,
+    JobCompleted,
+    JobSubmitted,
+    Message,
+    Notify,
+    RejectJob,
+    RequestedCall,
+    SimulationBegins,
+    SimulationEnds,
+)
+from batsched_ml.scheduler.easy import Reservation, easy_pass
+from batsched_ml.scheduler.estimators import Estimator, RequestedTime
+from batsched_ml.scheduler.policies import Policy, get_policy
+
+HOUR = 3600.0
+_key = attrgetter("key")
+DEFAULT_STARVATION_THRESHOLD = 72 * HOUR
+
+
+class SchedulerError(RuntimeError):
+    """Batsim told the scheduler something inconsistent with what it knows."""
+
+
+@dataclass(slots=True)
+class WaitingJob:
+    """A submitted job not yet started, with what the scheduler derived for it."""
+
+    job: Job
+    seq: int
+    est: float
+    res: int
+    subtime: float
+    key: tuple[float, float, int] = (0.0, 0.0, 0)
+
+
+@dataclass(slots=True)
+class RunningJob:
+    job: Job
+    start: float
+    est: float
+    mask: int
+    end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
+
+    @property
+    def expected_end(self) -> float:
+        return self.start + self.est
+
+
+class EasyScheduler:
+    """EASY backfilling with a queue policy and a starvation threshold.
+
+    Parameters
+    ----------
+    policy:
+        ``"fcfs"``, ``"wfp"``, ``"spf"`` or ``"saf"`` (see :mod:`batsched_ml.scheduler.policies`).
+    estimator:
+        The runtime estimate EASY uses (default: requested time).
+    starvation_threshold:
+        Seconds of waiting after which a job goes to the head of the queue; ``None`` disables.
+    backfilling:
+        ``False`` stops each pass at the first job that does not fit (no EASY), a baseline.
+    audit:
+        Record every reservation as ``(now, job_id, shadow)`` in :attr:`reservations` (tests).
+    """
+
+    def __init__(
+        self,
+        policy: str | Policy = "fcfs",
+        estimator: Estimator | None = None,
+        *,
+        starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
+        backfilling: bool = True,
+        audit: bool = False,
+    ) -> None:
+        self.backfilling = backfilling
+        self.policy = get_policy(policy) if isinstance(policy, str) else policy
+        self.estimator = estimator if estimator is not None else RequestedTime()
+        self.starvation_threshold = starvation_threshold
+        self.audit = audit
+        self.reservations: list[tuple[float, str, float]] = []
+        self.nb_machines = 0
+        self.free = 0
+        self.profiles: dict[str, dict[str, dict[str, Any]]] = {}
+        self.waiting: dict[str, WaitingJob] = {}
+        self.running: dict[str, RunningJob] = {}
+        self._sorted: list[WaitingJob] = []  # static policies: the queue, kept sorted by key
+        self._ends: list[tuple[float, int, int]] = []
+        self._seq = 0
+        self.no_more_static_jobs = False
+        self.ended = False
+        self.last_reservation: Reservation | None = None
+        self.rejected: list[str] = []
+        self._immediate: list[Event] = []
+
+    # --- the protocol ---------------------------------------------------------------------
+
+    def handle(self, message: Message) -> Message:
+        """Record the events of ``message``, run one pass if needed, return the reply."""
+        now = message.now
+        dirty = False
+        for event in message.events:
+            dirty |= self.on_event(event, now)
+        decisions: list[Event] = self._immediate
+        self._immediate = []
+        if dirty and not self.ended:
+            decisions.extend(self.schedule(now))
+        return Message(now, decisions)
+
+    def on_event(self, event: Event, now: float) -> bool:
+        """Record one event; return True if it may change a decision."""
+        if isinstance(event, JobSubmitted):
+            self.on_submitted(event)
+            return True
+        if isinstance(event, JobCompleted):
+            self.on_completed(event, now)
+            return True
+        if isinstance(event, RequestedCall):
+            return True
+        if isinstance(event, SimulationBegins):
+            self.on_begins(event)
+            return False
+        if isinstance(event, Notify):
+            if event.type == "no_more_static_job_to_submit":
+                self.no_more_static_jobs = True
+            return False
+        if isinstance(event, SimulationEnds):
+            self.ended = True
+        return False
+
+    def on_begins(self, event: SimulationBegins) -> None:
+        self.nb_machines = event.nb_compute_resources
+        self.free = full_mask(self.nb_machines)
+        self.profiles = event.profiles
+
+    def profile_of(self, job: Job, event: JobSubmitted | None = None) -> dict[str, Any] | None:
+        if event is not None and event.profile is not None:
+            return event.profile
+        return self.profiles.get(job.workload, {}).get(job.profile)
+
+    def on_submitted(self, event: JobSubmitted) -> WaitingJob | None:
+        """Queue a submitted job; a job that can never fit the machine is rejected at once
+        (REJECT_JOB) and listed in :attr:`rejected`, so the run says why it did not finish."""
+        job = Job.from_batsim(event.job_id, event.job)
+        if job.id in self.waiting or job.id in self.running:
+            raise SchedulerError(f"job {job.id} submitted twice")
+        if job.res > self.nb_machines or job.res <= 0:
+            self.rejected.append(job.id)
+            self._immediate.append(RejectJob(event.timestamp, job.id))
+            return None
+        est = self.estimator.estimate(job, self.profile_of(job, event))
+        if not est > 0:
+            raise SchedulerError(f"job {job.id}: runtime estimate {est} is not positive")
+        entry = WaitingJob(job=job, seq=self._seq, est=est, res=job.res, subtime=job.subtime)
+        self._seq += 1
+        self.add_waiting(entry)
+        return entry
+
+    def add_waiting(self, entry: WaitingJob) -> None:
+        self.waiting[entry.job.id] = entry
+        if not self.policy.dynamic:
+            entry.key = self.policy.key(entry, 0.0)
+            insort(self._sorted, entry, key=_key)
+
+    def on_completed(self, event: JobCompleted, now: float) -> RunningJob:
+        running = self.running.pop(event.job_id, None)
+        if running is None:
+            raise SchedulerError(f"completion of job {event.job_id}, which is not running")
+        self.free |= running.mask
+        self._ends.remove(running.end_entry)
+        self.estimator.observe(running.job, now - running.start)
+        return running
+
+    # --- deciding -------------------------------------------------------------------------
+
+    def ordered_queue(self, now: float) -> list[WaitingJob]:
+        """The queue EASY walks: starving jobs (oldest first), then the policy's order."""
+        if self.policy.dynamic:
+            key = self.policy.key
+            queue = sorted(self.waiting.values(), key=lambda entry: key(entry, now))
+        else:
+            queue = self._sorted
+        threshold = self.starvation_threshold
+        if threshold is None or not queue:
+            return queue
+        starving: list[WaitingJob] = []
+        for entry in self.waiting.values():  # arrival order = submission order
+            if now - entry.subtime <= threshold:
+                break
+            starving.append(entry)
+        if not starving:
+            return queue
+        starving.sort(key=lambda entry: (entry.subtime, entry.seq))
+        chosen = {id(entry) for entry in starving}
+        return starving + [entry for entry in queue if id(entry) not in chosen]
+
+    def schedule(self, now: float) -> list[Event]:
+        """One EASY pass over the queue; the EXECUTE_JOB decisions it makes."""
+        if not self.waiting:
+            return []
+        queue = self.ordered_queue(now)  # may be self._sorted itself: not changed until the end
+        started, reservation = easy_pass(
+            queue, self.free, self._ends, now, backfilling=self.backfilling
+        )
+        self.last_reservation = reservation
+        if self.audit and reservation is not None:
+            head = reservation.head
+            assert isinstance(head, WaitingJob)
+            self.reservations.append((now, head.job.id, reservation.shadow))
+        decisions: list[Event] = []
+        for entry, mask in started:
+            decisions.extend(self.start(entry, mask, now))
+        return decisions
+
+    def start(self, entry: WaitingJob, mask: int, now: float) -> list[Event]:
+        """Move ``entry`` from the queue to the running set; the decisions that start it."""
+        del self.waiting[entry.job.id]
+        if not self.policy.dynamic:
+            sorted_queue = self._sorted
+            del sorted_queue[bisect_left(sorted_queue, entry.key, key=_key)]
+        self.free ^= mask
+        running = RunningJob(job=entry.job, start=now, est=entry.est, mask=mask)
+        running.end_entry = (now + entry.est, entry.seq, entry.res)
+        insort(self._ends, running.end_entry)
+        self.running[entry.job.id] = running
+        return [ExecuteJob(now, entry.job.id, procset_of(mask))]
+
+    # --- introspection --------------------------------------------------------------------
+
+    def machines_in_use(self) -> int:
+        return self.nb_machines - self.free.bit_count()
+
+    def check_consistency(self) -> None:
+        """Assert the internal invariants (used by tests)."""
+        used = 0
+        for running in self.running.values():
+            assert not used & running.mask, "two running jobs share a machine"
+            used |= running.mask
+        assert used & self.free == 0, "a machine is both free and in use"
+        assert used | self.free == full_mask(self.nb_machines), "a machine went missing"
+        assert len(self._ends) == len(self.running)

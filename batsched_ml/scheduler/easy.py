@@ -1,0 +1,125 @@
+"""EASY backfilling: the one implementation every policy and variant of batsched-ml uses.
+
+Given the queue in priority order, the free machines and the running jobs' expected ends, one
+pass does what EASY (Lifka, 1995) does:
+
+1. start queue heads, in order, while they fit;
+2. the first job that does not fit (the *head*) gets a reservation: walking the running jobs by
+   expected end, the *shadow time* is the first end at which enough machines are free for it, and
+   the *extra* machines are those free at the shadow time beyond what the head needs;
+3. every later job that fits now starts if it does not delay that reservation: it is expected to
+   end by the shadow time, or it uses no more than the extra machines (which it then consumes).
+
+Expected ends come from the runtime estimate (requested time by default). A running job that has
+outlived its estimate is expected to end *now*: the reservation then cannot be pushed later by
+anything that is backfilled, since a backfilled job must either end by ``now`` (impossible) or
+use extra machines, which are counted as if the overdue job had already released its machines.
+The head is therefore never delayed by a backfilled job, whatever the estimates.
+
+Machines are integer bitmasks (:mod:`batsched_ml.alloc`); a started job takes the lowest-numbered
+free machines.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from batsched_ml.alloc import lowest
+
+
+class Candidate(Protocol):
+    res: int
+    est: float
+
+
+@dataclass(slots=True)
+class Reservation:
+    """The reservation of one pass: ``head`` may start at ``shadow`` at the latest (if the
+    estimates hold), with ``extra`` machines to spare at that time."""
+
+    head: Candidate
+    shadow: float
+    extra: int
+
+
+def reservation_for(
+    head_res: int, free_count: int, ends: Sequence[tuple[float, int, int]], now: float
+) -> tuple[float, int]:
+    """Shadow time and extra machines for a head of ``head_res`` machines.
+
+    ``ends`` are the running jobs as ``(expected_end, tie, res)`` sorted by expected end (jobs
+    started earlier in the same pass included). Every job ending at the shadow time counts as
+    released then.
+    """
+    available = free_count
+    shadow = None
+    for end, _tie, res in ends:
+        if shadow is not None and end > shadow:
+            break
+        available += res
+        if shadow is None and available >= head_res:
+            shadow = end if end > now else now
+    if shadow is None:  # cannot happen when the head fits the machine
+        raise ValueError(f"a job of {head_res} machines can never start on this machine")
+    return shadow, available - head_res
+
+
+C = TypeVar("C", bound=Candidate)
+
+
+def easy_pass(
+    queue: Sequence[C],
+    free: int,
+    ends: Sequence[tuple[float, int, int]],
+    now: float,
+    *,
+    backfilling: bool = True,
+) -> tuple[list[tuple[C, int]], Reservation | None]:
+    """One EASY pass. Returns the jobs to start with their machine masks, in start order, and
+    the reservation made (``None`` if the whole queue started). With ``backfilling=False`` the
+    pass stops at the head (plain list scheduling), which makes no reservation."""
+    started: list[tuple[C, int]] = []
+    free_count = free.bit_count()
+    index = 0
+    size = len(queue)
+    while index < size:
+        job = queue[index]
+        if job.res > free_count:
+            break
+        taken = lowest(free, job.res)
+        free ^= taken
+        free_count -= job.res
+        started.append((job, taken))
+        index += 1
+    if index == size or not backfilling:
+        return started, None
+    head = queue[index]
+    if started:  # jobs started above end too: count their expected ends in
+        ends = list(ends)
+        for k, (job, _mask) in enumerate(started):
+            insort(ends, (now + job.est, -1 - k, job.res))
+    shadow, extra = reservation_for(head.res, free_count, ends, now)
+    reservation = Reservation(head, shadow, extra)
+    if free_count == 0:
+        return started, reservation
+    for position in range(index + 1, size):
+        job = queue[position]
+        res = job.res
+        if res > free_count:
+            continue
+        if now + job.est <= shadow:
+            pass
+        elif res <= extra:
+            extra -= res
+        else:
+            continue
+        taken = lowest(free, res)
+        free ^= taken
+        free_count -= res
+        started.append((job, taken))
+        if free_count == 0:
+            break
+    return started, reservation

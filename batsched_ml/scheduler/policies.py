@@ -1,0 +1,74 @@
+"""Queue orders (paper, section 5.1), looked up by name.
+
+Each policy gives a sort key for a waiting job; smaller keys go first. Ties are broken by
+submission time, then by arrival order (Batsim submits simultaneous jobs in string order of their
+ids), so that a schedule is a deterministic function of the event stream. ``p̃`` is the runtime
+estimate EASY uses for the job (the requested time by default, see
+:mod:`batsched_ml.scheduler.estimators`), ``q`` its processors.
+
+========  =====================================================  ==============================
+name      order                                                  depends on the current time?
+========  =====================================================  ==============================
+``fcfs``  submission time                                        no
+``wfp``   (wait / p̃)^3 * q, highest first (Argonne's WFP)       yes: re-sorted at every pass
+``spf``   p̃ (shortest requested processing time first)           no
+``saf``   p̃ * q (smallest requested area first)                  no
+========  =====================================================  ==============================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Waiting(Protocol):
+    subtime: float
+    seq: int
+    est: float
+    res: int
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    description: str
+    key: Callable[[Waiting, float], tuple[float, float, int]]
+    dynamic: bool
+
+
+def _fcfs(job: Waiting, now: float) -> tuple[float, float, int]:
+    return (job.subtime, job.subtime, job.seq)
+
+
+def _spf(job: Waiting, now: float) -> tuple[float, float, int]:
+    return (job.est, job.subtime, job.seq)
+
+
+def _saf(job: Waiting, now: float) -> tuple[float, float, int]:
+    return (job.est * job.res, job.subtime, job.seq)
+
+
+def _wfp(job: Waiting, now: float) -> tuple[float, float, int]:
+    wait = now - job.subtime
+    return (-((wait / job.est) ** 3) * job.res, job.subtime, job.seq)
+
+
+POLICIES: dict[str, Policy] = {
+    policy.name: policy
+    for policy in (
+        Policy("fcfs", "first come, first served (submission time)", _fcfs, dynamic=False),
+        Policy("wfp", "(wait / requested time)^3 * processors, highest first", _wfp, dynamic=True),
+        Policy("spf", "shortest requested processing time first", _spf, dynamic=False),
+        Policy("saf", "smallest requested area (time * processors) first", _saf, dynamic=False),
+    )
+}
+
+
+def get_policy(name: str) -> Policy:
+    try:
+        return POLICIES[name.lower()]
+    except KeyError:
+        known = ", ".join(POLICIES)
+        raise ValueError(f"unknown policy {name!r} (choose from {known})") from None

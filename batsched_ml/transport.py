@@ -1,0 +1,81 @@
+"""ZeroMQ transports of the Batsim protocol: the scheduler's REP side and a Batsim-like REQ side.
+
+Batsim holds a REQ socket and *connects*; the scheduler *binds* a REP socket and answers each
+message exactly once, in lock-step, until SIMULATION_ENDS. Both sides here use the one codec of
+:mod:`batsched_ml.protocol.codec`, and wait for their peer with a timeout so that a silent peer
+ends the run with a clear error instead of a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import zmq
+
+from batsched_ml.protocol.codec import dump_message, parse_message
+from batsched_ml.protocol.events import Message, SimulationEnds
+from batsched_ml.sim.simulator import BatsimSimulator
+
+
+class TransportError(RuntimeError):
+    """The peer went silent, or the connection failed."""
+
+
+def _receive(socket: zmq.Socket, timeout: float | None, waiting_for: str) -> bytes:
+    if timeout is not None and not socket.poll(int(timeout * 1000), zmq.POLLIN):
+        raise TransportError(f"no message from {waiting_for} within {timeout:g} s")
+    return socket.recv()
+
+
+def serve(
+    endpoint: str,
+    handler: Callable[[Message], Message],
+    *,
+    timeout: float | None = 60.0,
+    on_bound: Callable[[str], None] | None = None,
+) -> int:
+    """Answer a Batsim on ``endpoint`` (bound, e.g. ``tcp://*:28000``) until SIMULATION_ENDS.
+
+    Returns the number of messages answered. A message that cannot be parsed raises
+    :class:`ProtocolError`; no message within ``timeout`` seconds raises :class:`TransportError`.
+    """
+    context = zmq.Context.instance()
+    socket = context.socket(zmq.REP)
+    socket.setsockopt(zmq.LINGER, 1000)
+    try:
+        try:
+            socket.bind(endpoint)
+        except zmq.ZMQError as exc:
+            raise TransportError(f"cannot bind {endpoint}: {exc}") from None
+        if on_bound is not None:
+            on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
+        count = 0
+        while True:
+            message = parse_message(_receive(socket, timeout, "Batsim"))
+            reply = handler(message)
+            socket.send_string(dump_message(reply))
+            count += 1
+            if any(isinstance(event, SimulationEnds) for event in message.events):
+                return count
+    finally:
+        socket.close()
+
+
+def run_batsim_peer(sim: BatsimSimulator, endpoint: str, *, timeout: float | None = 60.0) -> int:
+    """Play Batsim over ZeroMQ: connect a REQ socket to the scheduler at ``endpoint`` and run
+    ``sim`` to its end. Returns the number of messages sent."""
+    context = zmq.Context.instance()
+    socket = context.socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    try:
+        socket.connect(endpoint)
+        message: Message | None = sim.start()
+        count = 0
+        while message is not None:
+            socket.send_string(dump_message(message))
+            count += 1
+            reply = parse_message(_receive(socket, timeout, "the scheduler"))
+            message = sim.step(reply)
+        return count
+    finally:
+        socket.close()
