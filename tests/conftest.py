@@ -52,3 +52,24 @@ def load_case(name: str) -> ReferenceCase:
 def need_shared() -> None:
     if not REFERENCE.is_dir():
         pytest.skip("../shared is not available")
+
+
+def workload_head(workload: dict[str, Any], count: int) -> dict[str, Any]:
+    """The first ``count`` jobs of a workload, with just the profiles they use."""
+    jobs = workload["jobs"][:count]
+    used = {job["profile"] for job in jobs}
+    return {
+        **{k: v for k, v in workload.items() if k not in ("jobs", "profiles")},
+        "jobs": jobs,
+        "profiles": {name: p for name, p in workload["profiles"].items() if name in used},
+    }
+
+
+KTH = ROOT / "workloads" / "KTH-SP2-1996-2.1-cln.swf.gz"
+
+
+@pytest.fixture(scope="session")
+def kth_workload() -> dict[str, Any]:
+    from batsched_ml.workload.io import load_workload
+
+    return load_workload(KTH)

@@ -1,0 +1,152 @@
+"""The command line as a user runs it: replay, serve against the Batsim stand-in over ZeroMQ,
+and clear one-line errors with a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import zmq
+
+from batsched_ml.cli import main
+from tests.conftest import ROOT, workload_head
+
+CMD = [sys.executable, "-m", "batsched_ml"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_slice(kth_workload, path: Path, count: int = 400) -> Path:
+    path.write_text(json.dumps(workload_head(kth_workload, count)))
+    return path
+
+
+def test_replay_prints_a_summary_and_writes_outputs(kth_workload, tmp_path: Path, capsys) -> None:
+    workload = write_slice(kth_workload, tmp_path / "w.json")
+    assert (
+        main(["replay", str(workload), "-o", str(tmp_path / "out"), "--policy", "spf", "-q"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "mean bounded slowdown" in out and "spf" in out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["jobs"] == 400 and summary["config"]["policy"] == "spf"
+
+
+def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
+    kth_workload, tmp_path: Path
+) -> None:
+    workload = write_slice(kth_workload, tmp_path / "w.json")
+    platform = ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml"
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *CMD,
+            "serve",
+            "--socket",
+            f"tcp://127.0.0.1:{port}",
+            "--policy",
+            "saf",
+            "--timeout",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        peer = subprocess.run(
+            [
+                *CMD,
+                "batsim",
+                "-p",
+                str(platform),
+                "-w",
+                str(workload),
+                "-e",
+                str(tmp_path / "out"),
+                "-s",
+                f"tcp://127.0.0.1:{port}",
+                "--timeout",
+                "30",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert peer.returncode == 0, peer.stderr
+        out, err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+    assert server.returncode == 0, err
+    assert "simulation ended" in out
+    assert (
+        main(["replay", str(workload), "-o", str(tmp_path / "inproc"), "--policy", "saf", "-q"])
+        == 0
+    )
+    assert (tmp_path / "out_jobs.csv").read_bytes() == (
+        tmp_path / "inproc" / "jobs.csv"
+    ).read_bytes()
+
+
+def test_serve_gives_up_on_a_silent_peer(tmp_path: Path) -> None:
+    port = free_port()
+    started = time.monotonic()
+    run = subprocess.run(
+        [*CMD, "serve", "--socket", f"tcp://127.0.0.1:{port}", "--timeout", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    assert (
+        run.stderr.strip().splitlines()[-1]
+        == "batsched-ml: error: no message from Batsim within 1 s"
+    )
+    assert "Traceback" not in run.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_serve_rejects_an_unparsable_message() -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [*CMD, "serve", "--socket", f"tcp://127.0.0.1:{port}", "--timeout", "30"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        context = zmq.Context.instance()
+        req = context.socket(zmq.REQ)
+        req.setsockopt(zmq.LINGER, 0)
+        req.connect(f"tcp://127.0.0.1:{port}")
+        req.send_string(
+            '{"now": 0, "events": [{"timestamp": 0, "type": "JOB_SUBMITTED", "data": {}}]}'
+        )
+        _, err = server.communicate(timeout=30)
+        req.close()
+    finally:
+        server.kill()
+    assert server.returncode == 2
+    assert (
+        err.strip() == "batsched-ml: error: invalid JOB_SUBMITTED message: field 'job_id': missing"
+    )
+
+
+def test_bad_inputs_end_with_one_line_and_non_zero_exit(tmp_path: Path) -> None:
+    cases = [
+        (["replay", str(tmp_path / "missing.swf"), "-o", str(tmp_path / "o")], "cannot read"),
+        (["replay", "--policy", "nope"], "invalid choice"),
+    ]
+    for args, fragment in cases:
+        run = subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2, args
+        assert fragment in run.stderr
+        assert "Traceback" not in run.stderr

@@ -1,0 +1,61 @@
+"""The metrics module on a hand-made job table, with exact values."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+
+from batsched_ml.metrics import bounded_slowdown, max_machines_in_use, summarize
+from batsched_ml.sim.jobs_csv import HEADER
+
+TABLE = (
+    HEADER
+    + """
+1,w0,p,0.000000,2,100.000000,1,COMPLETED_SUCCESSFULLY,0.000000,30.000000,30.000000,0.000000,30.000000,1.000000,0-1,-1.000000,""
+2,w0,p,10.000000,1,100.000000,1,COMPLETED_SUCCESSFULLY,30.000000,90.000000,120.000000,20.000000,110.000000,1.222222,0,-1.000000,""
+3,w0,p,20.000000,3,100.000000,1,COMPLETED_SUCCESSFULLY,30.000000,10.000000,40.000000,10.000000,20.000000,2.000000,1-3,-1.000000,""
+4,w0,p,25.000000,8,100.000000,0,REJECTED,,,,,,,,,""
+"""
+)
+
+
+def table() -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(TABLE), dtype={"job_id": str})
+
+
+def test_bounded_slowdown_uses_tau_60() -> None:
+    assert bounded_slowdown(0.0, 30.0) == 1.0  # (0 + 30) / 60 < 1 -> 1
+    assert bounded_slowdown(20.0, 90.0) == pytest.approx(110 / 90)
+    assert bounded_slowdown(10.0, 10.0) == 1.0  # 20 / 60
+    assert bounded_slowdown(110.0, 10.0) == 2.0  # 120 / 60
+
+
+def test_summary_values() -> None:
+    summary = summarize(table(), nb_machines=4)
+    assert summary["jobs"] == 4 and summary["finished"] == 3 and summary["rejected"] == 1
+    assert summary["mean_bsld"] == pytest.approx(round((1 + 110 / 90 + 1) / 3, 6))
+    assert summary["cumulative_bsld"] == pytest.approx(round(2 + 110 / 90, 6))
+    assert summary["mean_wait"] == pytest.approx(10.0)
+    assert summary["max_wait"] == 20.0
+    assert summary["makespan"] == 120.0
+    # area: 2*30 + 1*90 + 3*10 = 180 over 4 machines * 120 s
+    assert summary["utilisation"] == pytest.approx(180 / 480)
+    assert summary["monthly"] == {
+        "m00": {"jobs": 3, "mean_bsld": summary["mean_bsld"], "mean_wait": 10.0}
+    }
+
+
+def test_months_follow_the_trace_calendar() -> None:
+    # 1996-09-30 23:00 UTC is 1996-10-01 01:00 in Stockholm (CEST, UTC+2)
+    start = pd.Timestamp("1996-09-30 23:00", tz="UTC").timestamp()
+    summary = summarize(table(), nb_machines=4, unix_start_time=start, time_zone="Europe/Stockholm")
+    assert list(summary["monthly"]) == ["1996-10"]
+    utc = summarize(table(), nb_machines=4, unix_start_time=start, time_zone=None)
+    assert list(utc["monthly"]) == ["1996-09"]
+
+
+def test_max_machines_in_use_frees_before_it_takes() -> None:
+    # job 1 (2 machines) ends at 30 when job 2 (1) and job 3 (3) start: 4, not 6
+    assert max_machines_in_use(table()) == 4

@@ -1,0 +1,87 @@
+"""Queue orders and the starvation threshold, on hand-made queues."""
+
+from __future__ import annotations
+
+from procset import ProcSet
+
+from batsched_ml.protocol.events import JobCompleted, JobSubmitted, Message, SimulationBegins
+from batsched_ml.scheduler.core import EasyScheduler
+
+
+def begins(machines: int) -> SimulationBegins:
+    return SimulationBegins(0.0, machines, machines, 0, False, True, {}, [], [], {}, {})
+
+
+def submitted(t: float, name: str, res: int, walltime: float) -> JobSubmitted:
+    job = {"id": f"w0!{name}", "subtime": t, "res": res, "profile": "p", "walltime": walltime}
+    return JobSubmitted(t, f"w0!{name}", job)
+
+
+# (name, subtime, res, walltime): wait at t=100 is 100 - subtime
+QUEUE = [("a", 0, 2, 400), ("b", 10, 1, 100), ("c", 20, 4, 50), ("d", 20, 1, 100), ("e", 30, 3, 10)]
+
+
+def queue_order(policy: str, now: float = 100.0, threshold: float | None = None) -> list[str]:
+    scheduler = EasyScheduler(policy, starvation_threshold=threshold)
+    scheduler.handle(Message(0.0, [begins(8)]))
+    for name, t, res, walltime in QUEUE:
+        scheduler.on_event(submitted(t, name, res, walltime), t)
+    return [entry.job.name for entry in scheduler.ordered_queue(now)]
+
+
+def test_fcfs_orders_by_submission_then_arrival() -> None:
+    assert queue_order("fcfs") == ["a", "b", "c", "d", "e"]
+
+
+def test_spf_orders_by_requested_time_ties_by_submission() -> None:
+    # b and d both ask 100 s: b was submitted first
+    assert queue_order("spf") == ["e", "c", "b", "d", "a"]
+
+
+def test_saf_orders_by_requested_area() -> None:
+    # areas: a 800, b 100, c 200, d 100, e 30
+    assert queue_order("saf") == ["e", "b", "d", "c", "a"]
+
+
+def test_wfp_orders_by_wait_over_requested_cubed_times_processors() -> None:
+    # at t=100: a (100/400)^3*2=0.03125, b (90/100)^3*1=0.729, c (80/50)^3*4=16.384,
+    # d (80/100)^3=0.512, e (70/10)^3*3=1029
+    assert queue_order("wfp", 100.0) == ["e", "c", "b", "d", "a"]
+    # it depends on time: at t=30 e has not waited yet and goes last
+    # (c 0.032, b 0.008, d 0.001, a 0.00084, e 0)
+    assert queue_order("wfp", 30.0) == ["c", "b", "d", "a", "e"]
+
+
+def test_starving_jobs_go_first_oldest_first() -> None:
+    # threshold 75 s at t=100: a (waited 100) and b (90) starve, c/d (80) too, e (70) does not
+    assert queue_order("spf", 100.0, threshold=75.0) == ["a", "b", "c", "d", "e"]
+    assert queue_order("spf", 100.0, threshold=85.0) == ["a", "b", "e", "c", "d"]
+    assert queue_order("saf", 100.0, threshold=95.0) == ["a", "e", "b", "d", "c"]
+
+
+def test_starvation_threshold_starts_the_starving_job_in_a_replay() -> None:
+    """SPF on a machine of 2: a long 2-machine job starves behind a stream of short ones
+    unless the threshold moves it to the head."""
+
+    def run(threshold: float | None) -> float:
+        scheduler = EasyScheduler("spf", starvation_threshold=threshold)
+        scheduler.handle(Message(0.0, [begins(2)]))
+        scheduler.handle(Message(0.0, [submitted(0.0, "s0", 1, 10)]))
+        start_of_long = None
+        scheduler.handle(Message(1.0, [submitted(1.0, "long", 2, 1000)]))
+        for i in range(1, 40):  # a short job every 10 s keeps one machine busy
+            t = 10.0 * i
+            events = [
+                JobCompleted(t, f"w0!s{i - 1}", "COMPLETED_SUCCESSFULLY", 0, ProcSet(0)),
+                submitted(t, f"s{i}", 1, 10),
+            ]
+            reply = scheduler.handle(Message(t, events))
+            for decision in reply.events:
+                if decision.job_id == "w0!long":
+                    start_of_long = t
+                    return start_of_long
+                assert decision.alloc == ProcSet(0)
+        return float("inf")
+
+    assert run(None) == float("inf")
+    assert run(50.0) == 60.0  # waited 59 s > 50 at t=60: goes first, takes both machines

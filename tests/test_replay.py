@@ -1,0 +1,76 @@
+"""Replays of a real trace: the checks that must hold on every replay, determinism, and the
+ZeroMQ path giving the same bytes as the in-process one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from batsched_ml.metrics import max_machines_in_use, read_jobs_csv
+from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from tests.conftest import workload_head
+
+SLICE = 3000  # the first 3,000 KTH-SP2 jobs: about a month, queues of up to ~100 jobs
+
+
+def check_replay(workload: dict, out: Path) -> None:
+    table = read_jobs_csv(out / "jobs.csv")
+    ids = sorted(table["job_id"].astype(int))
+    assert ids == sorted(job["id"] for job in workload["jobs"]), "every job exactly once"
+    assert (table["final_state"] == "COMPLETED_SUCCESSFULLY").all()
+    assert (table["starting_time"] >= table["submission_time"]).all()
+    assert max_machines_in_use(table) <= workload["nb_res"]
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "wfp", "spf", "saf"])
+def test_replay_invariants_and_summary(policy: str, kth_workload, tmp_path: Path) -> None:
+    workload = workload_head(kth_workload, SLICE)
+    result = run_replay(workload, ReplayConfig(policy=policy))
+    summary = write_outputs(result, tmp_path)
+    check_replay(workload, tmp_path)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == summary
+    for key in ("jobs", "mean_bsld", "mean_wait", "max_wait", "makespan", "utilisation"):
+        assert key in summary
+    assert summary["jobs"] == SLICE and summary["mean_bsld"] >= 1.0
+    assert 0 < summary["utilisation"] <= 1
+
+
+def test_policies_give_different_schedules(kth_workload) -> None:
+    workload = workload_head(kth_workload, SLICE)
+    bsld = {}
+    for policy in ("fcfs", "spf"):
+        result = run_replay(workload, ReplayConfig(policy=policy))
+        bsld[policy] = result.rows
+    assert bsld["fcfs"] != bsld["spf"]
+
+
+def test_same_inputs_same_bytes(kth_workload, tmp_path: Path) -> None:
+    workload = workload_head(kth_workload, SLICE)
+    for run in ("a", "b"):
+        write_outputs(run_replay(workload, ReplayConfig(policy="wfp")), tmp_path / run)
+    for name in ("jobs.csv", "summary.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "saf"])
+def test_zeromq_path_gives_the_same_job_table(policy: str, kth_workload, tmp_path: Path) -> None:
+    workload = workload_head(kth_workload, 1500)
+    config = ReplayConfig(policy=policy)
+    write_outputs(run_replay(workload, config), tmp_path / "inproc")
+    served = run_replay(workload, config, zmq_endpoint="tcp://127.0.0.1:*")
+    write_outputs(served, tmp_path / "zmq")
+    assert (tmp_path / "zmq" / "jobs.csv").read_bytes() == (
+        tmp_path / "inproc" / "jobs.csv"
+    ).read_bytes()
+    assert served.messages > 2000
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("policy", ["fcfs", "wfp", "spf", "saf"])
+def test_full_kth_replay(policy: str, kth_workload, tmp_path: Path) -> None:
+    result = run_replay(kth_workload, ReplayConfig(policy=policy))
+    write_outputs(result, tmp_path)
+    check_replay(kth_workload, tmp_path)
