@@ -17,10 +17,10 @@ from procset import ProcInt, ProcSet
 
 
 def mask_of(procs: ProcSet) -> int:
-    """The bitmask of a ProcSet."""
+    """The bitmask of a ProcSet (read from its interval list, like ``ProcSet.copy`` does)."""
     mask = 0
-    for interval in procs.intervals():
-        mask |= ((1 << (interval.sup + 1)) - 1) ^ ((1 << interval.inf) - 1)
+    for low, high in procs._itvs:
+        mask |= ((1 << (high + 1)) - 1) ^ ((1 << low) - 1)
     return mask
 
 

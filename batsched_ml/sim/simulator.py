@@ -175,30 +175,32 @@ class BatsimSimulator:
             workload = _Workload(name=name, profiles=profiles)
             self._workloads[name] = workload
             jobs: list[_LiveJob] = []
+            used = self._used_ids
+            refcount = workload.refcount
+            delays = {name: self._delay_of(p, f"profile {name}") for name, p in profiles.items()}
             for obj in data.get("jobs", []):
                 job_name = str(obj["id"])
                 job_id = f"{name}!{job_name}"
-                if job_id in self._used_ids:
+                if job_id in used:
                     raise SimulationError(f"workload {name}: duplicate job id {job_name}")
                 profile = obj["profile"]
-                if profile not in profiles:
+                if profile not in delays:
                     raise SimulationError(f"job {job_id}: unknown profile {profile!r}")
-                self._used_ids.add(job_id)
-                forwarded = {**obj, "id": job_id}
+                used.add(job_id)
                 jobs.append(
                     _LiveJob(
-                        job_id=job_id,
-                        workload=name,
-                        name=job_name,
-                        obj=forwarded,
-                        profile=profile,
-                        delay=self._delay_of(profiles[profile], f"job {job_id}"),
-                        res=obj["res"],
-                        walltime=_walltime(obj),
-                        subtime=obj["subtime"],
+                        job_id,
+                        name,
+                        job_name,
+                        obj,  # the forwarded copy (id rewritten) is made at submission
+                        profile,
+                        delays[profile],
+                        obj["res"],
+                        _walltime(obj),
+                        obj["subtime"],
                     )
                 )
-                workload.refcount[profile] = workload.refcount.get(profile, 0) + 1
+                refcount[profile] = refcount.get(profile, 0) + 1
             jobs.sort(key=lambda job: (job.subtime, job.name))
             groups: list[list[_LiveJob]] = []
             for job in jobs:
@@ -378,6 +380,7 @@ class BatsimSimulator:
         groups: list[list[_LiveJob]] = self._groups[workload_index]  # type: ignore[assignment]
         for job in groups[group_index]:
             self._live[job.job_id] = job
+            job.obj = {**job.obj, "id": job.job_id}
             profile = None
             if self.forward_profiles:
                 profile = self._workloads[job.workload].profiles[job.profile]
