@@ -13,6 +13,15 @@ Rejected jobs have no times: they are counted, and left out of every time-based 
 
 Months are calendar months of the submission in the trace's own time zone when the workload says
 when it started (``unix_start_time``, ``time_zone_string``), else 30-day periods from time 0.
+
+Logical jobs: the safeguard kills a job and resubmits it under a new id (workload
+``<w>_resub``, name ``<name>_r<n>``). :func:`logical_jobs` folds every attempt into the workload
+job it belongs to: submission = the original one, start and runtime = the last attempt's,
+finish = the last attempt's; the killed attempts are counted and their area (processors x time
+run) reported as wasted. Every figure is computed on logical jobs.
+
+Actual class (for per-class figures): a job is small if its runtime is below the median runtime
+of all the run's jobs (the paper's divider over the whole trace, Table 2).
 """
 
 from __future__ import annotations
@@ -39,11 +48,62 @@ def bounded_slowdown(wait: np.ndarray, runtime: np.ndarray, tau: float = TAU) ->
     return np.maximum((wait + runtime) / np.maximum(runtime, tau), 1.0)
 
 
+RESUBMIT_SUFFIX = "_resub"
+
+
+def logical_jobs(jobs: pd.DataFrame) -> pd.DataFrame:
+    """One row per workload job (see the module docstring), with ``attempts`` and
+    ``wasted_area`` columns. Rows keep Batsim's columns; ``job_id``/``workload_name`` are the
+    original job's."""
+    workload = jobs["workload_name"].astype(str)
+    resub = workload.str.endswith(RESUBMIT_SUFFIX)
+    table = jobs.copy()
+    table["attempts"] = 1
+    table["wasted_area"] = 0.0
+    if not resub.any() and not (table["final_state"] == "COMPLETED_KILLED").any():
+        return table
+    original_workload = workload.where(~resub, workload.str.slice(0, -len(RESUBMIT_SUFFIX)))
+    original_name = table["job_id"].where(
+        ~resub, table["job_id"].str.replace(r"_r\d+$", "", regex=True)
+    )
+    table["_key"] = original_workload + "!" + original_name
+    killed = table["final_state"] == "COMPLETED_KILLED"
+    table["_waste"] = np.where(
+        killed, table["requested_number_of_resources"] * table["execution_time"], 0.0
+    )
+    # the final attempt of each logical job: the one that did not end killed (else the last)
+    table["_order"] = np.where(killed, 0, 1)
+    table["_finish"] = table["finish_time"].fillna(-1.0)
+    grouped = table.groupby("_key", sort=False)
+    firsts = grouped.first()
+    stats = grouped.agg(attempts=("_key", "size"), wasted_area=("_waste", "sum"))
+    final = table.sort_values(["_order", "_finish"], kind="stable").groupby("_key").tail(1)
+    final = final.set_index("_key")
+    final["attempts"] = stats["attempts"]
+    final["wasted_area"] = stats["wasted_area"]
+    original = ~resub.to_numpy()
+    first_rows = table[original].set_index("_key")
+    final["job_id"] = first_rows["job_id"].reindex(final.index).fillna(final["job_id"])
+    final["workload_name"] = (
+        first_rows["workload_name"].reindex(final.index).fillna(final["workload_name"])
+    )
+    final["submission_time"] = firsts["submission_time"].reindex(final.index)
+    submission = first_rows["submission_time"].reindex(final.index)
+    final["submission_time"] = submission.fillna(final["submission_time"])
+    final["waiting_time"] = final["starting_time"] - final["submission_time"]
+    final["turnaround_time"] = final["finish_time"] - final["submission_time"]
+    out = final.reset_index(drop=True).drop(columns=["_order", "_finish", "_waste"])
+    return out
+
+
 def with_job_metrics(jobs: pd.DataFrame, tau: float = TAU) -> pd.DataFrame:
-    """The executed jobs of ``jobs`` with ``wait``, ``runtime`` and ``bsld`` columns added."""
+    """The executed logical jobs of ``jobs`` with ``wait``, ``runtime`` and ``bsld`` added.
+
+    ``wait`` is the time from the original submission to the start of the final attempt, so a
+    killed job's lost time counts as waiting."""
     done = jobs[jobs["final_state"] != "REJECTED"].copy()
-    done["wait"] = done["starting_time"] - done["submission_time"]
     done["runtime"] = done["execution_time"]
+    done["wait"] = done["finish_time"] - done["submission_time"] - done["runtime"]
     done["bsld"] = bounded_slowdown(done["wait"].to_numpy(), done["runtime"].to_numpy(), tau)
     return done
 
@@ -62,8 +122,10 @@ def month_labels(
     return stamps.dt.strftime("%Y-%m")
 
 
-def _round(value: float) -> float:
-    return float(round(float(value), 6))
+def _round(value: float) -> float | None:
+    """Six decimals, and ``None`` (JSON null) for an undefined value such as 0/0."""
+    value = float(value)
+    return float(round(value, 6)) if np.isfinite(value) else None
 
 
 def summarize(
@@ -75,17 +137,24 @@ def summarize(
     tau: float = TAU,
 ) -> dict[str, Any]:
     """The summary of a run: counts, bounded slowdown, waiting time, makespan, utilisation, and
-    the same per month. Values are rounded to 6 decimals so the JSON is stable."""
+    the same per month and per actual class. Values are rounded to 6 decimals so the JSON is
+    stable. ``jobs`` is a Batsim job table: attempts are folded into logical jobs here."""
+    attempts = jobs
+    jobs = logical_jobs(jobs)
     done = with_job_metrics(jobs, tau)
     success = done["final_state"] == "COMPLETED_SUCCESSFULLY"
     first = float(jobs["submission_time"].min()) if len(jobs) else 0.0
     makespan = float(done["finish_time"].max()) - first if len(done) else 0.0
-    area = float((done["requested_number_of_resources"] * done["execution_time"]).sum())
+    ran = attempts[attempts["final_state"] != "REJECTED"]
+    area = float((ran["requested_number_of_resources"] * ran["execution_time"]).sum())
+    killed = int((attempts["final_state"] == "COMPLETED_KILLED").sum())
     summary: dict[str, Any] = {
         "jobs": len(jobs),
         "finished": int(success.sum()),
         "killed_or_failed": int((~success).sum()),
         "rejected": int((jobs["final_state"] == "REJECTED").sum()),
+        "kills": killed,
+        "wasted_area": _round(done["wasted_area"].sum()) if len(done) else 0.0,
         "mean_bsld": _round(done["bsld"].mean()) if len(done) else 0.0,
         "cumulative_bsld": _round(done["bsld"].sum()),
         "mean_wait": _round(done["wait"].mean()) if len(done) else 0.0,
@@ -94,6 +163,11 @@ def summarize(
         "utilisation": _round(area / (nb_machines * makespan)) if makespan > 0 else 0.0,
     }
     if len(done):
+        divider = float(done["runtime"].median())
+        small = done["runtime"] < divider
+        summary["divider"] = _round(divider)
+        summary["bsld_small"] = _round(done.loc[small, "bsld"].mean()) if small.any() else 0.0
+        summary["bsld_large"] = _round(done.loc[~small, "bsld"].mean()) if (~small).any() else 0.0
         months = month_labels(done["submission_time"], unix_start_time, time_zone)
         grouped = done.groupby(months.to_numpy(), sort=True)
         summary["monthly"] = {
@@ -105,6 +179,51 @@ def summarize(
             for month, group in grouped
         }
     return summary
+
+
+def classification_quality(records: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per week and overall: TS, FS, TL, FL, accuracy, precision, recall, false-small and
+    false-large rates (paper, Tables 5-6).
+
+    ``records`` has one row per finished job: ``week``, ``divider`` (of the model that classified
+    it), ``predicted_small`` and ``runtime``. A job is actually small if its runtime is below that
+    divider. Jobs classified with no divider yet (the first week) are left out: there is no class
+    to be right or wrong about. Rates with a zero denominator are NaN per week (the paper's
+    "undefined") and left out of nothing else.
+    """
+    scored = records[records["divider"].notna()].copy()
+    scored["actual_small"] = scored["runtime"] < scored["divider"]
+    p, a = scored["predicted_small"].astype(bool), scored["actual_small"]
+    scored["TS"] = p & a
+    scored["FS"] = p & ~a
+    scored["TL"] = ~p & ~a
+    scored["FL"] = ~p & a
+    weekly = scored.groupby("week")[["TS", "FS", "TL", "FL"]].sum().astype(int)
+
+    def rates(frame: pd.DataFrame) -> pd.DataFrame:
+        ts, fs, tl, fl = (frame[c].astype(float) for c in ("TS", "FS", "TL", "FL"))
+        out = frame.copy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["accuracy"] = (ts + tl) / (ts + tl + fs + fl)
+            out["precision"] = ts / (ts + fs)
+            out["recall"] = ts / (ts + fl)
+            out["false_large_rate"] = fl / (fl + tl)
+            out["false_small_rate"] = fs / (fs + ts)
+        return out
+
+    weekly = rates(weekly)
+    totals = rates(pd.DataFrame([scored[["TS", "FS", "TL", "FL"]].sum().astype(int)]))
+    overall = (
+        {
+            key: (int(value) if key in ("TS", "FS", "TL", "FL") else _round(value))
+            for key, value in totals.iloc[0].items()
+        }
+        if len(scored)
+        else {}
+    )
+    overall["jobs_scored"] = len(scored)
+    overall["jobs_unscored_first_week"] = int(len(records) - len(scored))
+    return weekly.reset_index(), overall
 
 
 def max_machines_in_use(jobs: pd.DataFrame) -> int:

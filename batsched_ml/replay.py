@@ -14,12 +14,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batsched_ml.metrics import read_jobs_csv, summarize
+from batsched_ml.metrics import classification_quality, read_jobs_csv, summarize
+from batsched_ml.predict.features import FEATURE_NAMES
+from batsched_ml.predict.forest import ForestParams
+from batsched_ml.predict.training import InProcessTrainer, Trainer
 from batsched_ml.protocol.events import Message
+from batsched_ml.scheduler.classified import CLASSIFIED_VARIANTS, ClassifyingScheduler
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
+
+
+#: ``--variant`` values. ``base``: EASY on requested times; ``runtime-clairvoyant``: EASY on
+#: actual runtimes (ordering and backfilling); the classified ones: see
+#: :mod:`batsched_ml.scheduler.classified`.
+VARIANTS = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
 
 
 @dataclass
@@ -27,17 +37,40 @@ class ReplayConfig:
     """What a replay runs: plain values, so a config can be written next to the results."""
 
     policy: str = "fcfs"
+    variant: str = "base"
     estimator: str = "requested"
     starvation_threshold: float | None = 72 * 3600.0
     backfilling: bool = True
+    feature_mode: str = "online"
+    forest: ForestParams = field(default_factory=ForestParams)
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(
+                f"unknown variant {self.variant!r} (choose from {', '.join(VARIANTS)})"
+            )
+        if self.estimator != "requested" and self.variant != "base":
+            raise ValueError(
+                f"--estimator {self.estimator} goes with the base variant only; "
+                f"{self.variant} chooses its own estimates"
+            )
+
+    @property
+    def classified(self) -> bool:
+        return self.variant in CLASSIFIED_VARIANTS
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "policy": self.policy,
+            "variant": self.variant,
             "estimator": self.estimator,
             "starvation_threshold": self.starvation_threshold,
             "backfilling": self.backfilling,
         }
+        if self.classified:
+            out["feature_mode"] = self.feature_mode
+            out["forest"] = self.forest.as_dict()
+        return out
 
 
 @dataclass
@@ -50,12 +83,31 @@ class ReplayResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def make_scheduler(config: ReplayConfig, *, audit: bool = False) -> EasyScheduler:
+def make_scheduler(
+    config: ReplayConfig,
+    *,
+    calendar: dict[str, Any] | None = None,
+    trainer: Trainer | None = None,
+    audit: bool = False,
+) -> EasyScheduler:
+    """The scheduler a config asks for. ``calendar`` holds the workload's ``unix_start_time``,
+    ``time_zone_string`` and ``time_zone`` (Batsim does not forward them)."""
+    if config.classified:
+        return ClassifyingScheduler(
+            config.policy,
+            variant=config.variant,
+            trainer=trainer if trainer is not None else InProcessTrainer(config.forest),
+            calendar=calendar,
+            feature_mode=config.feature_mode,
+            starvation_threshold=config.starvation_threshold,
+            audit=audit,
+        )
+    name = "actual" if config.variant == "runtime-clairvoyant" else config.estimator
     try:
-        estimator_type = ESTIMATORS[config.estimator]
+        estimator_type = ESTIMATORS[name]
     except KeyError:
         known = ", ".join(ESTIMATORS)
-        raise ValueError(f"unknown estimator {config.estimator!r} (choose from {known})") from None
+        raise ValueError(f"unknown estimator {name!r} (choose from {known})") from None
     return EasyScheduler(
         config.policy,
         estimator_type(),
@@ -65,9 +117,18 @@ def make_scheduler(config: ReplayConfig, *, audit: bool = False) -> EasySchedule
     )
 
 
-def make_simulator(workload: dict[str, Any], **flags: Any) -> BatsimSimulator:
+def calendar_of(workload: dict[str, Any]) -> dict[str, Any]:
+    return {key: workload.get(key) for key in ("unix_start_time", "time_zone_string", "time_zone")}
+
+
+def make_simulator(workload: dict[str, Any], config: ReplayConfig) -> BatsimSimulator:
+    """The embedded Batsim, with dynamic jobs (acknowledged) on for the classified variants, as
+    real Batsim must be started for them."""
     hosts = [f"host{i}" for i in range(int(workload["nb_res"]))]
-    return BatsimSimulator([workload], hosts, **flags)
+    dynamic = config.classified
+    return BatsimSimulator(
+        [workload], hosts, dynamic_jobs=dynamic, acknowledge_dynamic_jobs=dynamic
+    )
 
 
 def run_replay(
@@ -77,13 +138,14 @@ def run_replay(
     progress: Callable[[int], None] | None = None,
     audit: bool = False,
     zmq_endpoint: str | None = None,
+    trainer: Trainer | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` under ``config``. ``progress`` is called now and then with the number
     of jobs finished so far. With ``zmq_endpoint`` (e.g. ``tcp://127.0.0.1:*`` or an ``ipc://``
     path) the scheduler is served over ZeroMQ in a thread and the simulator talks to it as Batsim
     would; otherwise they talk in process."""
-    scheduler = make_scheduler(config, audit=audit)
-    sim = make_simulator(workload)
+    scheduler = make_scheduler(config, calendar=calendar_of(workload), trainer=trainer, audit=audit)
+    sim = make_simulator(workload, config)
     if zmq_endpoint is None:
         messages = _run_in_process(sim, scheduler.handle, progress)
     else:
@@ -159,8 +221,57 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
         **summary,
         "rejected_jobs": list(result.scheduler.rejected),
     }
+    scheduler = result.scheduler
+    if isinstance(scheduler, ClassifyingScheduler):
+        summary["classification"] = write_classification(scheduler, out)
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     tmp.replace(out / "summary.json")
     result.summary = summary
     return summary
+
+
+def write_classification(scheduler: ClassifyingScheduler, out: Path) -> dict[str, Any]:
+    """Write the per-job classification, the weekly quality and the weekly Gini importances
+    next to the job table; return the overall quality for ``summary.json``."""
+    import pandas as pd
+
+    records = pd.DataFrame(
+        [
+            {
+                "job_id": r.job_id,
+                "week": r.week,
+                "divider": r.divider,
+                "predicted_small": r.predicted_small,
+                "runtime": r.runtime,
+                "attempts": r.attempts,
+            }
+            for r in scheduler.records
+        ],
+        columns=["job_id", "week", "divider", "predicted_small", "runtime", "attempts"],
+    )
+    records.to_csv(out / "classification.csv", index=False)
+    weekly, overall = classification_quality(records)
+    weeks = pd.DataFrame(
+        [
+            {
+                "week": w.week,
+                "divider": w.divider,
+                "model": w.has_model,
+                "n_train": w.n_train,
+                "train_seconds": round(w.train_seconds, 3),
+            }
+            for w in scheduler.weeks
+        ]
+    )
+    weekly = weeks.merge(weekly, on="week", how="left")
+    weekly.to_csv(out / "weekly_quality.csv", index=False, float_format="%.6f")
+    importances = pd.DataFrame(
+        [[w.week, *w.importances] for w in scheduler.weeks if w.importances is not None],
+        columns=["week", *FEATURE_NAMES],
+    )
+    importances.to_csv(out / "feature_importance.csv", index=False, float_format="%.6f")
+    overall["kill_decisions"] = scheduler.kill_decisions
+    overall["weeks_with_model"] = int(sum(w.has_model for w in scheduler.weeks))
+    overall["train_seconds"] = round(sum(w.train_seconds for w in scheduler.weeks), 3)
+    return overall

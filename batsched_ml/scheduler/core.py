@@ -51,14 +51,21 @@ class SchedulerError(RuntimeError):
 
 @dataclass(slots=True)
 class WaitingJob:
-    """A submitted job not yet started, with what the scheduler derived for it."""
+    """A submitted job not yet started, with what the scheduler derived for it.
+
+    ``est`` is the runtime EASY plans with; ``rank_est`` the estimate the policy orders by (the
+    same, except for jobs whose planned runtime is capped, see the classified scheduler);
+    ``rank`` puts whole classes of jobs first (0 before 1: small before large).
+    """
 
     job: Job
     seq: int
     est: float
     res: int
     subtime: float
-    key: tuple[float, float, int] = (0.0, 0.0, 0)
+    rank_est: float = 0.0
+    rank: int = 0
+    key: tuple = ()
 
 
 @dataclass(slots=True)
@@ -67,6 +74,7 @@ class RunningJob:
     start: float
     est: float
     mask: int
+    entry: WaitingJob | None = None
     end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
 
     @property
@@ -111,6 +119,7 @@ class EasyScheduler:
         self.profiles: dict[str, dict[str, dict[str, Any]]] = {}
         self.waiting: dict[str, WaitingJob] = {}
         self.running: dict[str, RunningJob] = {}
+        self._backdated: dict[str, WaitingJob] = {}  # queued with an earlier subtime than Batsim's
         self._sorted: list[WaitingJob] = []  # static policies: the queue, kept sorted by key
         self._ends: list[tuple[float, int, int]] = []
         self._seq = 0
@@ -119,6 +128,9 @@ class EasyScheduler:
         self.last_reservation: Reservation | None = None
         self.rejected: list[str] = []
         self._immediate: list[Event] = []
+        self.dynamic_jobs = False
+        self.acknowledge_dynamic_jobs = False
+        self.registration_finished = False
 
     # --- the protocol ---------------------------------------------------------------------
 
@@ -132,7 +144,20 @@ class EasyScheduler:
         self._immediate = []
         if dirty and not self.ended:
             decisions.extend(self.schedule(now))
+        if (
+            self.dynamic_jobs
+            and not self.registration_finished
+            and self.no_more_static_jobs
+            and not self.may_register_more()
+        ):
+            # with dynamic jobs enabled, Batsim cannot end before this NOTIFY
+            self.registration_finished = True
+            decisions.append(Notify(now, "registration_finished"))
         return Message(now, decisions)
+
+    def may_register_more(self) -> bool:
+        """Whether this scheduler may still register dynamic jobs (none here)."""
+        return False
 
     def on_event(self, event: Event, now: float) -> bool:
         """Record one event; return True if it may change a decision."""
@@ -159,6 +184,8 @@ class EasyScheduler:
         self.nb_machines = event.nb_compute_resources
         self.free = full_mask(self.nb_machines)
         self.profiles = event.profiles
+        self.dynamic_jobs = bool(event.config.get("dynamic-jobs-enabled", False))
+        self.acknowledge_dynamic_jobs = bool(event.config.get("dynamic-jobs-acknowledged", False))
 
     def profile_of(self, job: Job, event: JobSubmitted | None = None) -> dict[str, Any] | None:
         if event is not None and event.profile is not None:
@@ -178,15 +205,28 @@ class EasyScheduler:
         est = self.estimator.estimate(job, self.profile_of(job, event))
         if not est > 0:
             raise SchedulerError(f"job {job.id}: runtime estimate {est} is not positive")
-        entry = WaitingJob(job=job, seq=self._seq, est=est, res=job.res, subtime=job.subtime)
-        self._seq += 1
+        entry = self.new_waiting(job, est)
         self.add_waiting(entry)
+        return entry
+
+    def new_waiting(self, job: Job, est: float, subtime: float | None = None) -> WaitingJob:
+        entry = WaitingJob(
+            job=job,
+            seq=self._seq,
+            est=est,
+            res=job.res,
+            subtime=job.subtime if subtime is None else subtime,
+            rank_est=est,
+        )
+        self._seq += 1
         return entry
 
     def add_waiting(self, entry: WaitingJob) -> None:
         self.waiting[entry.job.id] = entry
+        if entry.subtime < entry.job.subtime:
+            self._backdated[entry.job.id] = entry
         if not self.policy.dynamic:
-            entry.key = self.policy.key(entry, 0.0)
+            entry.key = (entry.rank, *self.policy.key(entry, 0.0))
             insort(self._sorted, entry, key=_key)
 
     def on_completed(self, event: JobCompleted, now: float) -> RunningJob:
@@ -204,17 +244,21 @@ class EasyScheduler:
         """The queue EASY walks: starving jobs (oldest first), then the policy's order."""
         if self.policy.dynamic:
             key = self.policy.key
-            queue = sorted(self.waiting.values(), key=lambda entry: key(entry, now))
+            queue = sorted(self.waiting.values(), key=lambda entry: (entry.rank, *key(entry, now)))
         else:
             queue = self._sorted
         threshold = self.starvation_threshold
         if threshold is None or not queue:
             return queue
         starving: list[WaitingJob] = []
-        for entry in self.waiting.values():  # arrival order = submission order
-            if now - entry.subtime <= threshold:
+        for entry in self.waiting.values():  # arrival order = Batsim's submission order
+            if now - entry.job.subtime <= threshold:
                 break
-            starving.append(entry)
+            if now - entry.subtime > threshold:
+                starving.append(entry)
+        for entry in self._backdated.values():  # resubmissions waiting since their original
+            if now - entry.job.subtime <= threshold < now - entry.subtime:
+                starving.append(entry)
         if not starving:
             return queue
         starving.sort(key=lambda entry: (entry.subtime, entry.seq))
@@ -242,11 +286,12 @@ class EasyScheduler:
     def start(self, entry: WaitingJob, mask: int, now: float) -> list[Event]:
         """Move ``entry`` from the queue to the running set; the decisions that start it."""
         del self.waiting[entry.job.id]
+        self._backdated.pop(entry.job.id, None)
         if not self.policy.dynamic:
             sorted_queue = self._sorted
             del sorted_queue[bisect_left(sorted_queue, entry.key, key=_key)]
         self.free ^= mask
-        running = RunningJob(job=entry.job, start=now, est=entry.est, mask=mask)
+        running = RunningJob(job=entry.job, start=now, est=entry.est, mask=mask, entry=entry)
         running.end_entry = (now + entry.est, entry.seq, entry.res)
         insort(self._ends, running.end_entry)
         self.running[entry.job.id] = running

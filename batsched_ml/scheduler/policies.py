@@ -2,9 +2,10 @@
 
 Each policy gives a sort key for a waiting job; smaller keys go first. Ties are broken by
 submission time, then by arrival order (Batsim submits simultaneous jobs in string order of their
-ids), so that a schedule is a deterministic function of the event stream. ``p̃`` is the runtime
-estimate EASY uses for the job (the requested time by default, see
-:mod:`batsched_ml.scheduler.estimators`), ``q`` its processors.
+ids), so that a schedule is a deterministic function of the event stream. ``p̃`` is the job's
+runtime estimate for ordering (``rank_est``: the requested time by default, see
+:mod:`batsched_ml.scheduler.estimators`), ``q`` its processors. The scheduler puts its class rank
+before these keys (small jobs first, when jobs are classified).
 
 ========  =====================================================  ==============================
 name      order                                                  depends on the current time?
@@ -26,7 +27,7 @@ from typing import Protocol
 class Waiting(Protocol):
     subtime: float
     seq: int
-    est: float
+    rank_est: float
     res: int
 
 
@@ -43,16 +44,16 @@ def _fcfs(job: Waiting, now: float) -> tuple[float, float, int]:
 
 
 def _spf(job: Waiting, now: float) -> tuple[float, float, int]:
-    return (job.est, job.subtime, job.seq)
+    return (job.rank_est, job.subtime, job.seq)
 
 
 def _saf(job: Waiting, now: float) -> tuple[float, float, int]:
-    return (job.est * job.res, job.subtime, job.seq)
+    return (job.rank_est * job.res, job.subtime, job.seq)
 
 
 def _wfp(job: Waiting, now: float) -> tuple[float, float, int]:
     wait = now - job.subtime
-    return (-((wait / job.est) ** 3) * job.res, job.subtime, job.seq)
+    return (-((wait / job.rank_est) ** 3) * job.res, job.subtime, job.seq)
 
 
 POLICIES: dict[str, Policy] = {
