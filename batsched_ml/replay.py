@@ -25,7 +25,6 @@ from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 
-
 #: ``--variant`` values. ``base``: EASY on requested times; ``runtime-clairvoyant``: EASY on
 #: actual runtimes (ordering and backfilling); the classified ones: see
 #: :mod:`batsched_ml.scheduler.classified`.
