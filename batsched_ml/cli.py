@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from batsched_ml import __version__
+from batsched_ml.predict.forest import ForestParams
 from batsched_ml.protocol.codec import ProtocolError
+from batsched_ml.replay import VARIANTS
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.sim.simulator import SimulationError
 from batsched_ml.workload.convert import convert_trace
@@ -64,11 +66,37 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         help="queue order: " + "; ".join(f"{p.name}: {p.description}" for p in POLICIES.values()),
     )
     parser.add_argument(
+        "--variant",
+        default="base",
+        choices=list(VARIANTS),
+        help="base: EASY on requested times; classification: small/large queues from weekly "
+        "Random Forests; classification-idempotent: plus killing small jobs that outrun the "
+        "divider and resubmitting them as large; class-clairvoyant: the true class; "
+        "runtime-clairvoyant: EASY on actual runtimes",
+    )
+    parser.add_argument(
         "--estimator",
         default="requested",
         choices=["requested", "actual"],
-        help="runtime estimate used by EASY: the requested time, or the actual runtime "
-        "(clairvoyant reference)",
+        help="runtime estimate used by EASY with the base variant: the requested time, or the "
+        "actual runtime (clairvoyant reference)",
+    )
+    parser.add_argument(
+        "--feature-mode",
+        default="online",
+        choices=["online", "weekly"],
+        help="classifier features from every job finished before the submission (online), or "
+        "from jobs of previous weeks only (the paper's simplification)",
+    )
+    parser.add_argument(
+        "--trees", type=int, default=ForestParams.n_estimators, help="Random Forest size"
+    )
+    parser.add_argument(
+        "--window",
+        type=lambda text: None if text == "all" else int(text),
+        default=ForestParams.window,
+        metavar="N|all",
+        help="train on the N most recent finished jobs (default %(default)s), or 'all'",
     )
     parser.add_argument(
         "--starvation-threshold",
@@ -90,9 +118,12 @@ def _config(args: argparse.Namespace):
 
     return ReplayConfig(
         policy=args.policy,
+        variant=args.variant,
         estimator=args.estimator,
         starvation_threshold=args.starvation_threshold,
         backfilling=not args.no_backfilling,
+        feature_mode=args.feature_mode,
+        forest=ForestParams(n_estimators=args.trees, window=args.window),
     )
 
 
@@ -124,7 +155,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _summary_table(summary: dict) -> str:
     rows = [
         ("trace", str(summary.get("trace"))),
-        ("policy", summary["config"]["policy"]),
+        ("policy", f"{summary['config']['policy']} ({summary['config']['variant']})"),
         (
             "jobs",
             f"{summary['jobs']:,} ({summary['finished']:,} finished, "
@@ -136,6 +167,16 @@ def _summary_table(summary: dict) -> str:
         ("makespan", f"{summary['makespan']:.0f} s"),
         ("utilisation", f"{summary['utilisation']:.1%}"),
     ]
+    if "classification" in summary:
+        quality = summary["classification"]
+        rows += [
+            (
+                "classification",
+                f"accuracy {quality.get('accuracy', 0):.1%}, precision "
+                f"{quality.get('precision', 0):.1%}, recall {quality.get('recall', 0):.1%}",
+            ),
+            ("killed and resubmitted", f"{summary['kills']:,}"),
+        ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
@@ -144,7 +185,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from batsched_ml.replay import make_scheduler
     from batsched_ml.transport import serve
 
-    scheduler = make_scheduler(_config(args))
+    calendar = None
+    if args.calendar:
+        from batsched_ml.replay import calendar_of
+
+        calendar = calendar_of(load_workload(args.calendar))
+    scheduler = make_scheduler(_config(args), calendar=calendar)
     timeout = None if args.timeout <= 0 else args.timeout
     count = serve(
         args.socket,
@@ -253,6 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=600.0,
         metavar="SECONDS",
         help="give up if Batsim says nothing for this long (default 600; 0 waits forever)",
+    )
+    serve.add_argument(
+        "--calendar",
+        metavar="WORKLOAD",
+        help="workload (JSON or SWF) whose start time and time zone date the jobs for the "
+        "classifier's calendar features; Batsim does not forward them (alternatively, pass "
+        "them as JSON in batsim --sched-cfg)",
     )
     _add_scheduler_options(serve)
     serve.set_defaults(handler=_cmd_serve)

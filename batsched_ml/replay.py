@@ -7,6 +7,7 @@ Batsim; both give the same job table byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable
@@ -92,10 +93,15 @@ def make_scheduler(
     """The scheduler a config asks for. ``calendar`` holds the workload's ``unix_start_time``,
     ``time_zone_string`` and ``time_zone`` (Batsim does not forward them)."""
     if config.classified:
+        if trainer is None:
+            params = config.forest
+            if config.variant == "class-clairvoyant":  # the true class needs no model
+                params = dataclasses.replace(params, n_estimators=0)
+            trainer = InProcessTrainer(params)
         return ClassifyingScheduler(
             config.policy,
             variant=config.variant,
-            trainer=trainer if trainer is not None else InProcessTrainer(config.forest),
+            trainer=trainer,
             calendar=calendar,
             feature_mode=config.feature_mode,
             starvation_threshold=config.starvation_threshold,
@@ -138,6 +144,7 @@ def run_replay(
     audit: bool = False,
     zmq_endpoint: str | None = None,
     trainer: Trainer | None = None,
+    on_reply: Callable[[Message], None] | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` under ``config``. ``progress`` is called now and then with the number
     of jobs finished so far. With ``zmq_endpoint`` (e.g. ``tcp://127.0.0.1:*`` or an ``ipc://``
@@ -145,10 +152,18 @@ def run_replay(
     would; otherwise they talk in process."""
     scheduler = make_scheduler(config, calendar=calendar_of(workload), trainer=trainer, audit=audit)
     sim = make_simulator(workload, config)
+    handler = scheduler.handle
+    if on_reply is not None:
+
+        def handler(message: Message) -> Message:
+            reply = scheduler.handle(message)
+            on_reply(reply)
+            return reply
+
     if zmq_endpoint is None:
-        messages = _run_in_process(sim, scheduler.handle, progress)
+        messages = _run_in_process(sim, handler, progress)
     else:
-        messages = _run_over_zmq(sim, scheduler.handle, zmq_endpoint)
+        messages = _run_over_zmq(sim, handler, zmq_endpoint)
     result = ReplayResult(sim.rows, messages, scheduler, workload, config)
     return result
 

@@ -36,6 +36,7 @@ be killed, so that the simulation can end.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,6 +181,18 @@ class ClassifyingScheduler(EasyScheduler):
 
     def on_begins(self, event: SimulationBegins) -> None:
         super().on_begins(event)
+        if self.tracker.origin is None:  # calendar given as JSON in batsim --sched-cfg?
+            try:
+                config = json.loads(event.config.get("sched-config") or "{}")
+            except ValueError:
+                config = {}
+            if isinstance(config, dict) and config.get("unix_start_time") is not None:
+                self.tracker = FeatureTracker(
+                    unix_start_time=config["unix_start_time"],
+                    time_zone_string=config.get("time_zone_string"),
+                    time_zone=config.get("time_zone"),
+                    mode=self.tracker.mode,
+                )
         if self.kills and not self.dynamic_jobs:
             raise SchedulerError(
                 "the classification-idempotent variant resubmits killed jobs: start Batsim with "
@@ -306,6 +319,12 @@ class ClassifyingScheduler(EasyScheduler):
             RegisterProfile(now, workload, profile_name, dict(profile)),
             RegisterJob(now, new_id, obj),
         ]
+
+    def deferred(self) -> bool:
+        """A resubmission awaits Batsim's acknowledgement, which comes in the next message at
+        the same time: schedule then, with the resubmitted job in the queue, so that no later
+        job takes the machines the killed job has just released."""
+        return bool(self._awaiting_ack)
 
     def may_register_more(self) -> bool:
         if not self.kills:

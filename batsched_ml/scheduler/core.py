@@ -142,7 +142,7 @@ class EasyScheduler:
             dirty |= self.on_event(event, now)
         decisions: list[Event] = self._immediate
         self._immediate = []
-        if dirty and not self.ended:
+        if dirty and not self.ended and not self.deferred():
             decisions.extend(self.schedule(now))
         if (
             self.dynamic_jobs
@@ -157,6 +157,10 @@ class EasyScheduler:
 
     def may_register_more(self) -> bool:
         """Whether this scheduler may still register dynamic jobs (none here)."""
+        return False
+
+    def deferred(self) -> bool:
+        """Whether to skip this message's pass (a job it must see comes at the same instant)."""
         return False
 
     def on_event(self, event: Event, now: float) -> bool:
