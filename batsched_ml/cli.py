@@ -230,6 +230,24 @@ def _cmd_batsim(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_paper_results(args: argparse.Namespace) -> int:
+    from batsched_ml import paper
+
+    traces = args.traces or list(paper.PAPER_TRACES)
+    runs = paper.plan(traces, args.policies or paper.POLICIES, args.variants or paper.VARIANTS)
+    trace_dir = Path(args.trace_dir)
+    missing = [t for t in traces if not (trace_dir / f"{t}.swf.gz").exists()]
+    if missing:
+        raise FileNotFoundError(f"no {', '.join(missing)} in {trace_dir}")
+    paper.run_all(runs, trace_dir, Path(args.runs), workers=args.workers)
+    text = paper.report(paper.load(Path(args.runs), runs), traces)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="batsched-ml",
@@ -332,6 +350,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=600.0, metavar="SECONDS", help="0 waits forever"
     )
     batsim.set_defaults(handler=_cmd_batsim)
+
+    results = commands.add_parser(
+        "paper-results",
+        help="run the paper's evaluation (traces x policies x variants) and write docs/results.md",
+        description="Replay every trace x policy x variant (resumable: finished runs are kept in "
+        "--runs), then write the comparison with Zrigui et al. (JPDC 2022).",
+    )
+    results.add_argument("-o", "--output", default="docs/results.md")
+    results.add_argument("--runs", default="runs/paper", help="where the replays are kept")
+    results.add_argument(
+        "--trace-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces")
+    )
+    results.add_argument("--traces", nargs="*", help="default: the paper's five traces at hand")
+    results.add_argument("--policies", nargs="*", choices=sorted(POLICIES))
+    results.add_argument("--variants", nargs="*", choices=list(VARIANTS))
+    results.add_argument("--workers", type=int, default=2, help="replays run in parallel")
+    results.set_defaults(handler=_cmd_paper_results)
     return parser
 
 

@@ -38,14 +38,20 @@ CANDIDATES = {
 }
 
 
-def job_stream(workload: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def job_stream(
+    workload: dict, mode: str = "online"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Features at submission, runtime, submission time and finish time of every job."""
     result = run_replay(workload, ReplayConfig(policy="fcfs"))
     finish = {}
     for row in result.rows:
         fields = row.split(",")
         finish[fields[0]] = float(fields[10])
-    tracker = FeatureTracker(**calendar_of(workload))
+    # "submitted" (for explanation only, never in the scheduler): a job's class counts for the
+    # features of the jobs submitted after it, finished or not, as an offline pipeline that
+    # knows every runtime of the trace would compute them
+    leaky = mode == "submitted"
+    tracker = FeatureTracker(**calendar_of(workload), mode="online" if leaky else mode)
     jobs = workload["jobs"]
     runtimes = np.array([workload["profiles"][j["profile"]]["delay"] for j in jobs], dtype=float)
     features = np.zeros((len(jobs), 20), dtype=np.float32)
@@ -67,12 +73,20 @@ def job_stream(workload: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
                     (float(np.median(finished_runtimes)) if finished_runtimes else None),
                 )
             finished_runtimes.append(runtimes[k])
-            tracker.finished(submissions.pop(k), int(divider is not None and runtimes[k] < divider))
+            submission = submissions.pop(k)
+            if not leaky:
+                tracker.finished(submission, int(divider is not None and runtimes[k] < divider))
+        if int(t // WEEK) > week:
+            week = int(t // WEEK)
+            divider = float(np.median(finished_runtimes)) if finished_runtimes else None
+            tracker.new_week()
         job = Job.from_batsim(f"w0!{obj['id']}", obj)
         submission = tracker.submit(job)
         features[i] = submission.features
         submissions[i] = submission
         heapq.heappush(pending, (ends[i], i))
+        if leaky:
+            tracker.finished(submission, int(divider is not None and runtimes[i] < divider))
     return features, runtimes, submit, ends
 
 
