@@ -32,8 +32,8 @@ CANDIDATES = {
         n_estimators=100, max_depth=None, min_samples_leaf=1, window=None
     ),
     "all history, 40 trees, depth 20": ForestParams(n_estimators=40, window=None),
-    "window 50k, 40 trees, depth 20": ForestParams(n_estimators=40, window=50_000),
-    "window 20k, 40 trees, depth 20 (default)": ForestParams(),
+    "window 50k, 40 trees, depth 20 (default)": ForestParams(),
+    "window 20k, 40 trees, depth 20": ForestParams(window=20_000),
     "window 10k, 30 trees, depth 16": ForestParams(n_estimators=30, max_depth=16, window=10_000),
 }
 

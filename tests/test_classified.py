@@ -207,3 +207,19 @@ def test_no_job_lost_on_a_real_trace(variant: str, kth_workload, tmp_path: Path)
     if variant == "class-clairvoyant":
         assert quality["FS"] == quality["FL"] == 0
     assert summary["jobs"] == 2500 and summary["finished"] == 2500
+
+
+def test_a_job_ending_exactly_at_the_divider_is_not_killed() -> None:
+    """Job 2's call (at 100) comes before job 3's completion at 100 in the same message: job 3
+    (runtime = divider, started after job 2's call was set) must not be killed once finished."""
+    wl = workload(
+        (1, 0, 1, 150, 600),  # small by request; started at 0: call at 100, killed then
+        (2, 0, 1, 100, 600),  # small by request; started at 0: ends at 100, same instant
+    )
+    result = replay("classification-idempotent", wl)
+    states = {r[0]: r[2] for r in rows(result)}
+    assert states == {
+        "1": "COMPLETED_KILLED",
+        "2": "COMPLETED_SUCCESSFULLY",
+        "1_r1": "COMPLETED_SUCCESSFULLY",
+    }

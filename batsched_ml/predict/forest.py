@@ -32,7 +32,7 @@ class ForestParams:
     max_depth: int | None = 20
     min_samples_leaf: int = 2
     max_features: str | float = "sqrt"
-    window: int | None = 20_000
+    window: int | None = 50_000
     min_train: int = 100
     n_jobs: int = 2
     random_state: int = 0

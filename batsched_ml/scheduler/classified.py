@@ -144,6 +144,7 @@ class ClassifyingScheduler(EasyScheduler):
         self._to_kill_at: dict[str, float] = {}  # running small job -> time it reaches the divider
         self._killed: set[str] = set()
         self._awaiting_ack: dict[str, WaitingJob] = {}
+        self._call_received = False
 
     # --- weeks and models -----------------------------------------------------------------
 
@@ -175,7 +176,7 @@ class ClassifyingScheduler(EasyScheduler):
             self._resubmit(event, now)
             return True
         if isinstance(event, RequestedCall):
-            self._kill_overdue(now)
+            self._call_received = True  # kills are decided once the whole message is read
             return True
         return super().on_event(event, now)
 
@@ -264,6 +265,14 @@ class ClassifyingScheduler(EasyScheduler):
         return running
 
     # --- the safeguard --------------------------------------------------------------------
+
+    def after_events(self, now: float) -> None:
+        """Kill the small jobs that reached the divider. Only now, after every event of the
+        message: a job whose runtime equals the divider completes in the same message as the
+        call, possibly after it, and Batsim 4 aborts on a kill of a finished job."""
+        if self._call_received:
+            self._call_received = False
+            self._kill_overdue(now)
 
     def _kill_overdue(self, now: float) -> None:
         due = [job_id for job_id, limit in self._to_kill_at.items() if limit <= now]

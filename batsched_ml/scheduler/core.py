@@ -140,6 +140,7 @@ class EasyScheduler:
         dirty = False
         for event in message.events:
             dirty |= self.on_event(event, now)
+        self.after_events(now)
         decisions: list[Event] = self._immediate
         self._immediate = []
         if dirty and not self.ended and not self.deferred():
@@ -154,6 +155,10 @@ class EasyScheduler:
             self.registration_finished = True
             decisions.append(Notify(now, "registration_finished"))
         return Message(now, decisions)
+
+    def after_events(self, now: float) -> None:
+        """Called once all events of a message are recorded, before deciding (a hook)."""
+        return None
 
     def may_register_more(self) -> bool:
         """Whether this scheduler may still register dynamic jobs (none here)."""
