@@ -7,7 +7,10 @@ line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -113,6 +116,48 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_trainer_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trainer",
+        default="process",
+        metavar="process|inprocess|ENDPOINT",
+        help="who trains the weekly models of a classified variant: a side trainer process "
+        "started and stopped by this command (default; models in OUT/models), this process, or "
+        "a trainer already running at ENDPOINT (batsched-ml trainer). Same results either way.",
+    )
+    parser.add_argument(
+        "--trainer-deadline",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for a weekly model before going on with the last good one",
+    )
+
+
+def _cmd_trainer(args: argparse.Namespace) -> int:
+    import logging
+
+    from batsched_ml.trainer.server import run_trainer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s trainer %(levelname)s %(message)s")
+    delays = {}
+    for item in args.fault_delay or []:
+        week, seconds = item.split(":")
+        delays[int(week)] = float(seconds)
+    store = Path(args.store)
+    run_trainer(
+        args.socket,
+        store,
+        Path(args.db) if args.db else store / "history.sqlite",
+        ForestParams(n_estimators=args.trees, window=args.window),
+        idle_timeout=args.idle_timeout,
+        fault_delay=delays,
+        fault_crash_week=args.fault_crash_week,
+        on_bound=lambda endpoint: print(f"trainer listening on {endpoint}", flush=True),
+    )
+    return 0
+
+
 def _config(args: argparse.Namespace):
     from batsched_ml.replay import ReplayConfig
 
@@ -144,12 +189,47 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         def progress(done: int) -> None:
             bar.update(done - bar.n)
 
-        result = run_replay(workload, config, progress=progress, zmq_endpoint=args.zmq)
+        with trainer_for(args, config, Path(args.output)) as trainer:
+            result = run_replay(
+                workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
+            )
     summary = write_outputs(result, args.output)
     elapsed = time.perf_counter() - started
     print(_summary_table(summary))
     print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")
     return 0
+
+
+@contextlib.contextmanager
+def trainer_for(args: argparse.Namespace, config, out_dir: Path):
+    """The trainer a classified run uses: ``--trainer inprocess``, ``process`` (a side trainer
+    process started and stopped here, models in OUT/models), or the endpoint of a running one."""
+    choice = getattr(args, "trainer", "inprocess")
+    if not config.classified or choice == "inprocess":
+        yield None
+        return
+    from batsched_ml.trainer.client import RemoteTrainer
+    from batsched_ml.trainer.process import start_trainer
+
+    store = out_dir / "models"
+    process = None
+    if choice == "process":
+        process, endpoint = start_trainer(store, out_dir / "trainer.sqlite", config.forest)
+    else:
+        endpoint = choice
+    params = config.forest
+    if config.variant == "class-clairvoyant":
+        params = dataclasses.replace(params, n_estimators=0)
+    trainer = RemoteTrainer(endpoint, store, params, deadline=args.trainer_deadline)
+    try:
+        yield trainer
+    finally:
+        trainer.close(stop=process is not None)
+        if process is not None:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def _summary_table(summary: dict) -> str:
@@ -190,14 +270,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from batsched_ml.replay import calendar_of
 
         calendar = calendar_of(load_workload(args.calendar))
-    scheduler = make_scheduler(_config(args), calendar=calendar)
+    config = _config(args)
     timeout = None if args.timeout <= 0 else args.timeout
-    count = serve(
-        args.socket,
-        scheduler.handle,
-        timeout=timeout,
-        on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
-    )
+    with trainer_for(args, config, Path(args.output)) as trainer:
+        scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
+        count = serve(
+            args.socket,
+            scheduler.handle,
+            timeout=timeout,
+            on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
+        )
     print(
         f"simulation ended after {count} messages: {len(scheduler.rejected)} job(s) rejected",
         flush=True,
@@ -300,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the scheduler over ZeroMQ on this endpoint (e.g. tcp://127.0.0.1:*) "
         "instead of in process; same results",
     )
+    _add_trainer_options(replay)
     replay.add_argument("--lenient", action="store_true", help="skip malformed SWF lines")
     replay.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     replay.set_defaults(handler=_cmd_replay)
@@ -326,7 +409,41 @@ def build_parser() -> argparse.ArgumentParser:
         "them as JSON in batsim --sched-cfg)",
     )
     _add_scheduler_options(serve)
+    _add_trainer_options(serve)
+    serve.add_argument(
+        "-o", "--output", default="out", metavar="DIR", help="where a side trainer keeps models"
+    )
     serve.set_defaults(handler=_cmd_serve)
+
+    trainer = commands.add_parser(
+        "trainer",
+        help="the side trainer: stores finished jobs, trains and publishes weekly models",
+        description="Serve weekly training requests over ZeroMQ; models go to STORE (skops files "
+        "and manifest.json), the finished-job history to an SQLite database.",
+    )
+    trainer.add_argument("--socket", default="tcp://*:28100", help="default: tcp://*:28100")
+    trainer.add_argument("--store", default="models", metavar="DIR", help="model store")
+    trainer.add_argument(
+        "--db", metavar="FILE", help="history database (default STORE/history.sqlite)"
+    )
+    trainer.add_argument("--trees", type=int, default=ForestParams.n_estimators)
+    trainer.add_argument(
+        "--window",
+        type=lambda text: None if text == "all" else int(text),
+        default=ForestParams.window,
+        metavar="N|all",
+    )
+    trainer.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop after this long without a request (default: never)",
+    )
+    trainer.add_argument(
+        "--fault-delay", action="append", metavar="WEEK:SECONDS", help=argparse.SUPPRESS
+    )
+    trainer.add_argument("--fault-crash-week", type=int, help=argparse.SUPPRESS)
+    trainer.set_defaults(handler=_cmd_trainer)
 
     batsim = commands.add_parser(
         "batsim",

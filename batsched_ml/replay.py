@@ -238,6 +238,7 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
     scheduler = result.scheduler
     if isinstance(scheduler, ClassifyingScheduler):
         summary["classification"] = write_classification(scheduler, out)
+        summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     tmp.replace(out / "summary.json")

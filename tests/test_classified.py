@@ -30,7 +30,7 @@ class FixedTrainer:
     def __init__(self) -> None:
         self.finished: list[float] = []
 
-    def add_finished(self, features, runtime):
+    def add_finished(self, features, runtime, week=0):
         self.finished.append(runtime)
 
     def model_for(self, week):

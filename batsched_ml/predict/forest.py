@@ -30,7 +30,7 @@ class ForestParams:
 
     n_estimators: int = 40
     max_depth: int | None = 20
-    min_samples_leaf: int = 2
+    min_samples_leaf: int = 20
     max_features: str | float = "sqrt"
     window: int | None = 50_000
     min_train: int = 100

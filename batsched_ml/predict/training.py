@@ -18,7 +18,7 @@ Weeks are 7-day periods from the first submission (time 0 of the workload).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,9 +52,40 @@ class WeeklyModel:
 
 
 class Trainer(Protocol):
-    def add_finished(self, features: list[float], runtime: float) -> None: ...
+    """Where finished jobs go and weekly models come from (in process, or the side trainer)."""
 
-    def model_for(self, week: int) -> WeeklyModel: ...
+    def add_finished(self, features: list[float], runtime: float, week: int) -> None:
+        """A finished job: features computed at its submission, observed runtime, and the week
+        of its submission."""
+        ...
+
+    def model_for(self, week: int) -> WeeklyModel:
+        """The model for ``week``, trained on every job added so far."""
+        ...
+
+
+def fit_week(
+    x: np.ndarray, runtime: np.ndarray, week: int, params: ForestParams
+) -> tuple[WeeklyModel, Any]:
+    """Train the model of ``week`` on the finished jobs ``x``/``runtime`` (in finish order):
+    the divider over all of them, the forest over the last ``params.window``. Returns the model
+    and the fitted scikit-learn forest (``None`` without one). The one training function, used
+    in process and by the side trainer, so both give the same models."""
+    if not len(runtime):
+        return WeeklyModel(week, None, None, params=params.as_dict()), None
+    divider = float(np.median(runtime))
+    start = 0 if params.window is None else max(0, len(runtime) - params.window)
+    trained = train_forest(x[start:], runtime[start:] < divider, params)
+    model = WeeklyModel(
+        week=week,
+        divider=divider,
+        predictor=trained.predictor,
+        n_train=trained.n_train,
+        train_seconds=trained.train_seconds,
+        importances=None if trained.importances is None else trained.importances.tolist(),
+        params=params.as_dict(),
+    )
+    return model, None if trained.predictor is None else trained.predictor.forest
 
 
 class InProcessTrainer:
@@ -66,7 +97,7 @@ class InProcessTrainer:
         self._runtime = np.zeros(1024, dtype=np.float64)
         self.size = 0
 
-    def add_finished(self, features: list[float], runtime: float) -> None:
+    def add_finished(self, features: list[float], runtime: float, week: int = 0) -> None:
         if self.size == len(self._runtime):
             self._x = np.concatenate([self._x, np.zeros_like(self._x)])
             self._runtime = np.concatenate([self._runtime, np.zeros_like(self._runtime)])
@@ -80,21 +111,7 @@ class InProcessTrainer:
         return float(np.median(self._runtime[: self.size]))
 
     def model_for(self, week: int) -> WeeklyModel:
-        divider = self.divider()
-        if divider is None:
-            return WeeklyModel(week, None, None, params=self.params.as_dict())
-        start = 0
-        if self.params.window is not None:
-            start = max(0, self.size - self.params.window)
-        x = self._x[start : self.size]
-        y = self._runtime[start : self.size] < divider
-        trained = train_forest(x, y, self.params)
-        return WeeklyModel(
-            week=week,
-            divider=divider,
-            predictor=trained.predictor,
-            n_train=trained.n_train,
-            train_seconds=trained.train_seconds,
-            importances=None if trained.importances is None else trained.importances.tolist(),
-            params=self.params.as_dict(),
+        model, _forest = fit_week(
+            self._x[: self.size], self._runtime[: self.size], week, self.params
         )
+        return model

@@ -256,7 +256,7 @@ class ClassifyingScheduler(EasyScheduler):
             divider = self.model.divider
             cls = 1 if divider is not None and runtime < divider else 0
             self.tracker.finished(info.submission, cls)
-            self.trainer.add_finished(info.submission.features, runtime)
+            self.trainer.add_finished(info.submission.features, runtime, info.week)
         self.records.append(
             ClassificationRecord(
                 original, info.week, info.divider, info.small, runtime, info.attempts

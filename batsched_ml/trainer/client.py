@@ -1,0 +1,154 @@
+"""The scheduler's side of the side trainer: a :class:`Trainer` that trains out of process.
+
+:class:`RemoteTrainer` keeps every finished job it was given (so it can resend what a restarted
+trainer lacks), and at each week boundary sends the new ones with a ``train`` request, waits for
+the reply up to ``deadline`` seconds, and loads the published model from the store (checked:
+sha256, trusted types). Whatever goes wrong (no trainer, a crash, a late reply, a rejected file,
+a refused message) the scheduler goes on with the last good model, or with every job large if
+there is none; the failure is logged and listed in :attr:`events` (``summary.json`` reports them),
+and the next week tries again, so newer models are picked up when they come.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from batsched_ml.predict.forest import FastForest, ForestParams
+from batsched_ml.predict.training import WeeklyModel
+from batsched_ml.trainer.schema import REPLIES, SchemaError, decode, encode
+from batsched_ml.trainer.store import ModelRejected, ModelStore
+
+log = logging.getLogger("batsched_ml.trainer")
+
+
+class TrainerUnavailable(RuntimeError):
+    pass
+
+
+class RemoteTrainer:
+    def __init__(
+        self,
+        endpoint: str,
+        store_dir: str | Path,
+        params: ForestParams,
+        *,
+        deadline: float = 300.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.store = ModelStore(store_dir)
+        self.params = params
+        self.deadline = deadline
+        self.records: list[list[Any]] = []
+        self.acked = 0  # how many of our records the trainer holds, as far as we know
+        self.events: list[dict[str, Any]] = []
+        self.last_good: WeeklyModel | None = None
+        self._socket: zmq.Socket | None = None
+        self._greeted = False
+
+    # --- the Trainer interface ------------------------------------------------------------
+
+    def add_finished(self, features: list[float], runtime: float, week: int) -> None:
+        self.records.append([week, runtime, features])
+
+    def model_for(self, week: int) -> WeeklyModel:
+        try:
+            entry = self._train(week)
+            if entry.get("file") is None:
+                model = WeeklyModel(
+                    week, entry.get("divider"), None, n_train=entry.get("n_train", 0)
+                )
+            else:
+                forest = self.store.load(entry)
+                model = WeeklyModel(
+                    week,
+                    entry["divider"],
+                    FastForest(forest),
+                    n_train=entry.get("n_train", 0),
+                    train_seconds=entry.get("train_seconds", 0.0),
+                    importances=entry.get("importances"),
+                    params=self.params.as_dict(),
+                )
+            self.last_good = model
+            return model
+        except (TrainerUnavailable, ModelRejected, SchemaError) as exc:
+            kind = {
+                TrainerUnavailable: "trainer_unavailable",
+                ModelRejected: "model_rejected",
+                SchemaError: "refused",
+            }[type(exc)]
+            fallback = "last good model" if self.last_good is not None else "every job large"
+            log.warning("week %d: %s (%s); going on with the %s", week, kind, exc, fallback)
+            self.events.append({"week": week, "event": kind, "detail": str(exc), "using": fallback})
+            if self.last_good is None:
+                return WeeklyModel(week, None, None)
+            return self.last_good
+
+    def close(self, stop: bool = False) -> None:
+        if stop and self._socket is not None:
+            with contextlib.suppress(TrainerUnavailable):
+                self._request(encode("stop"), timeout=5.0)
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+
+    # --- the conversation -----------------------------------------------------------------
+
+    def _connect(self) -> zmq.Socket:
+        if self._socket is None:
+            socket = zmq.Context.instance().socket(zmq.REQ)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(self.endpoint)
+            self._socket = socket
+        return self._socket
+
+    def _request(self, data: bytes, timeout: float) -> dict[str, Any]:
+        socket = self._connect()
+        socket.send(data)
+        if not socket.poll(int(timeout * 1000)):
+            # a REQ socket that missed its reply is stuck: drop it, reconnect next time
+            socket.close(linger=0)
+            self._socket = None
+            self._greeted = False
+            raise TrainerUnavailable(
+                f"no reply from the trainer at {self.endpoint} within {timeout:g} s"
+            )
+        reply = decode(socket.recv(), REPLIES)
+        if reply["type"] == "error":
+            raise SchemaError(f"the trainer refused a message: {reply.get('error')}")
+        return reply
+
+    def _greet(self) -> None:
+        reply = self._request(encode("hello", params=self.params.as_dict()), self.deadline)
+        theirs = reply.get("params")
+        if theirs != self.params.as_dict():
+            raise SchemaError(f"the trainer's forest set-up {theirs} differs from ours")
+        self.acked = min(int(reply["history"]), len(self.records))
+        self._greeted = True
+
+    def _train(self, week: int) -> dict[str, Any]:
+        started = time.monotonic()
+        if not self._greeted:
+            self._greet()
+        size = len(self.records)
+        for _attempt in range(3):
+            remaining = max(0.1, self.deadline - (time.monotonic() - started))
+            reply = self._request(
+                encode(
+                    "train",
+                    week=week,
+                    history=size,
+                    first_seq=self.acked,
+                    finished=self.records[self.acked : size],
+                ),
+                remaining,
+            )
+            self.acked = min(int(reply["history"]), size)
+            if reply["type"] == "model":
+                return reply["entry"]
+        raise TrainerUnavailable(f"the trainer kept missing history for week {week}")

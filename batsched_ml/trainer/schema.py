@@ -1,0 +1,76 @@
+"""The versioned message schema between the scheduler and the side trainer (JSON over ZeroMQ).
+
+Every message carries ``"schema": 1``; a peer receiving another version answers an ``error``
+and does nothing else. The scheduler holds a REQ socket, the trainer a REP socket.
+
+==========  ===================================================  ================================
+request     fields                                               reply
+==========  ===================================================  ================================
+``hello``   ``params`` (the forest set-up the scheduler expects)  ``hello``: ``history`` (jobs
+                                                                 stored), ``params``
+``train``   ``week``; ``history`` N: train on the first N        ``model``: ``entry`` (manifest
+            finished jobs; ``first_seq`` and ``finished``:       entry, ``file`` null when no
+            the jobs from ``first_seq`` on, each                 forest), ``history``; or
+            ``[week, runtime, [features...]]``                   ``missing``: ``history`` (resend
+                                                                 from there)
+``stop``    (none)                                               ``bye``, then the trainer exits
+==========  ===================================================  ================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+SCHEMA_VERSION = 1
+REQUESTS = ("hello", "train", "stop")
+REPLIES = ("hello", "model", "missing", "bye", "error")
+
+
+class SchemaError(ValueError):
+    """A trainer message that does not follow the schema."""
+
+
+def encode(kind: str, **fields: Any) -> bytes:
+    return json.dumps({"schema": SCHEMA_VERSION, "type": kind, **fields}).encode()
+
+
+def decode(data: bytes, allowed: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        message = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"malformed trainer message: {exc}") from None
+    if not isinstance(message, dict):
+        raise SchemaError("a trainer message must be a JSON object")
+    version = message.get("schema")
+    if version != SCHEMA_VERSION:
+        raise SchemaError(
+            f"unsupported schema version {version!r} (this side speaks {SCHEMA_VERSION})"
+        )
+    kind = message.get("type")
+    if kind not in allowed:
+        raise SchemaError(f"unknown trainer message type {kind!r}")
+    return message
+
+
+def check_train(message: dict[str, Any], n_features: int) -> None:
+    """Validate a ``train`` request's fields (types and sizes)."""
+    for key in ("week", "history", "first_seq"):
+        value = message.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SchemaError(f"train: field {key!r} must be a non-negative integer")
+    finished = message.get("finished")
+    if not isinstance(finished, list):
+        raise SchemaError("train: field 'finished' must be a list")
+    for i, row in enumerate(finished):
+        if (
+            not isinstance(row, list)
+            or len(row) != 3
+            or not isinstance(row[0], int)
+            or not isinstance(row[1], int | float)
+            or not isinstance(row[2], list)
+            or len(row[2]) != n_features
+            or not all(isinstance(v, int | float) and math.isfinite(v) for v in row[2])
+        ):
+            raise SchemaError(f"train: finished[{i}] must be [week, runtime, {n_features} numbers]")

@@ -1,0 +1,216 @@
+"""The side trainer process: stores finished jobs, trains weekly models, publishes them.
+
+``batsched-ml trainer`` runs :func:`run_trainer`. The finished-job history lives in SQLite
+(``history.sqlite``: one row per job, in the order the scheduler sent them) so that a restarted
+trainer resumes where it stopped: the scheduler asks how much it has (``hello``) and sends only
+the rest. Training uses :func:`batsched_ml.predict.training.fit_week`, the same function as the
+in-process trainer, on the first N jobs the scheduler names, so a replay gives the same models,
+hence the same schedule, whichever trainer it uses. Each model goes to the :class:`ModelStore`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+
+from batsched_ml.predict.features import FEATURE_NAMES
+from batsched_ml.predict.forest import ForestParams
+from batsched_ml.predict.training import fit_week
+from batsched_ml.trainer.schema import REQUESTS, SchemaError, check_train, decode, encode
+from batsched_ml.trainer.store import ModelStore
+
+log = logging.getLogger("batsched_ml.trainer")
+
+
+class History:
+    """Finished jobs in SQLite, mirrored in numpy arrays for training."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.db = sqlite3.connect(str(path))
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS finished ("
+            "seq INTEGER PRIMARY KEY, week INTEGER NOT NULL, runtime REAL NOT NULL, "
+            "features BLOB NOT NULL)"
+        )
+        self.db.commit()
+        rows = self.db.execute(
+            "SELECT week, runtime, features FROM finished ORDER BY seq"
+        ).fetchall()
+        n = len(FEATURE_NAMES)
+        self.x = np.zeros((max(1024, len(rows)), n), dtype=np.float32)
+        self.runtime = np.zeros(len(self.x), dtype=np.float64)
+        self.week = np.zeros(len(self.x), dtype=np.int64)
+        for i, (week, runtime, blob) in enumerate(rows):
+            self.x[i] = np.frombuffer(blob, dtype=np.float32)
+            self.runtime[i] = runtime
+            self.week[i] = week
+        self.size = len(rows)
+
+    def extend(self, first_seq: int, rows: list[list[Any]]) -> None:
+        """Store jobs ``first_seq``, ``first_seq + 1``, ...; rows already stored are kept."""
+        fresh = rows[max(0, self.size - first_seq) :] if first_seq <= self.size else None
+        if fresh is None:
+            return  # a gap: the caller will be told what is missing
+        records = []
+        for week, runtime, features in fresh:
+            values = np.asarray(features, dtype=np.float32)
+            records.append((self.size + len(records), week, float(runtime), values.tobytes()))
+        if not records:
+            return
+        with self.db:
+            self.db.executemany("INSERT INTO finished VALUES (?, ?, ?, ?)", records)
+        needed = self.size + len(records)
+        while needed > len(self.runtime):
+            self.x = np.concatenate([self.x, np.zeros_like(self.x)])
+            self.runtime = np.concatenate([self.runtime, np.zeros_like(self.runtime)])
+            self.week = np.concatenate([self.week, np.zeros_like(self.week)])
+        for seq, week, runtime, blob in records:
+            self.x[seq] = np.frombuffer(blob, dtype=np.float32)
+            self.runtime[seq] = runtime
+            self.week[seq] = week
+        self.size = needed
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class TrainerService:
+    """The trainer's state and request handling, without the socket (tested directly)."""
+
+    def __init__(
+        self,
+        store: ModelStore,
+        history: History,
+        params: ForestParams,
+        *,
+        fault_delay: dict[int, float] | None = None,
+        fault_crash_week: int | None = None,
+    ) -> None:
+        self.store = store
+        self.history = history
+        self.params = params
+        self.fault_delay = fault_delay or {}
+        self.fault_crash_week = fault_crash_week
+        self.previous: tuple[int, Any, float] | None = None  # (week, forest, divider)
+
+    def handle(self, data: bytes) -> tuple[bytes, bool]:
+        """Answer one request; the flag says whether to stop afterwards."""
+        try:
+            message = decode(data, REQUESTS)
+        except SchemaError as exc:
+            log.warning("refused a message: %s", exc)
+            return encode("error", error=str(exc)), False
+        kind = message["type"]
+        if kind == "hello":
+            return encode("hello", history=self.history.size, params=self.params.as_dict()), False
+        if kind == "stop":
+            return encode("bye"), True
+        try:
+            check_train(message, len(FEATURE_NAMES))
+        except SchemaError as exc:
+            return encode("error", error=str(exc)), False
+        self.history.extend(message["first_seq"], message["finished"])
+        wanted = message["history"]
+        if self.history.size < wanted:
+            return encode("missing", history=self.history.size), False
+        return encode(
+            "model", entry=self.train(message["week"], wanted), history=self.history.size
+        ), False
+
+    def train(self, week: int, size: int) -> dict[str, Any]:
+        if week == self.fault_crash_week:
+            log.error("fault injection: crashing while training week %d", week)
+            raise SystemExit(3)
+        if week in self.fault_delay:
+            time.sleep(self.fault_delay[week])
+        history = self.history
+        model, forest = fit_week(history.x[:size], history.runtime[:size], week, self.params)
+        meta = {
+            "divider": model.divider,
+            "n_train": model.n_train,
+            "train_seconds": round(model.train_seconds, 3),
+            "previous_week_quality": self._previous_quality(size),
+            "importances": model.importances,
+        }
+        if forest is None:
+            entry = {
+                "week": week,
+                "file": None,
+                "sha256": None,
+                "features": list(FEATURE_NAMES),
+                **meta,
+            }
+            self.store.record(entry)
+        else:
+            entry = self.store.save(week, forest, meta)
+            self.previous = (week, forest, model.divider)
+        return entry
+
+    def _previous_quality(self, size: int) -> dict[str, float] | None:
+        """Accuracy, precision and recall of the previous model on the jobs submitted during
+        its week that have finished, labelled with its divider."""
+        if self.previous is None:
+            return None
+        week, forest, divider = self.previous
+        mask = self.history.week[:size] == week
+        if not mask.any():
+            return None
+        predicted = forest.predict(self.history.x[:size][mask]).astype(bool)
+        actual = self.history.runtime[:size][mask] < divider
+        ts = int((predicted & actual).sum())
+        fs = int((predicted & ~actual).sum())
+        fl = int((~predicted & actual).sum())
+        n = int(mask.sum())
+        return {
+            "jobs": n,
+            "accuracy": round(float((predicted == actual).mean()), 6),
+            "precision": round(ts / (ts + fs), 6) if ts + fs else None,
+            "recall": round(ts / (ts + fl), 6) if ts + fl else None,
+        }
+
+
+def run_trainer(
+    endpoint: str,
+    store_dir: str | Path,
+    db_path: str | Path,
+    params: ForestParams,
+    *,
+    idle_timeout: float | None = None,
+    fault_delay: dict[int, float] | None = None,
+    fault_crash_week: int | None = None,
+    on_bound: Any = None,
+) -> None:
+    """Serve training requests on ``endpoint`` until a ``stop`` request (or ``idle_timeout``
+    seconds without any request)."""
+    service = TrainerService(
+        ModelStore(store_dir),
+        History(db_path),
+        params,
+        fault_delay=fault_delay,
+        fault_crash_week=fault_crash_week,
+    )
+    context = zmq.Context.instance()
+    socket = context.socket(zmq.REP)
+    socket.setsockopt(zmq.LINGER, 1000)
+    try:
+        socket.bind(endpoint)
+        if on_bound is not None:
+            on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
+        log.info("trainer on %s, %d finished jobs stored", endpoint, service.history.size)
+        while True:
+            if idle_timeout is not None and not socket.poll(int(idle_timeout * 1000)):
+                log.warning("no request for %g s: stopping", idle_timeout)
+                return
+            reply, stop = service.handle(socket.recv())
+            socket.send(reply)
+            if stop:
+                return
+    finally:
+        socket.close()
+        service.history.close()

@@ -1,0 +1,116 @@
+"""The model store: one skops file per week and a manifest, written atomically.
+
+``DIR/week-0042.skops`` holds the Random Forest of week 42 in skops format (never pickle);
+``DIR/manifest.json`` has one entry per week: the file, its sha256, the divider, the training-set
+size and time, the quality of the previous week's model on the jobs of that week, and the feature
+list. Files are written to a temporary name, flushed and renamed, so a reader sees a whole file or
+none.
+
+Loading is defensive: a file whose sha256 differs from its manifest entry, that skops cannot read
+(truncated), or that holds a type outside :data:`TRUSTED_TYPES` is rejected with
+:class:`ModelRejected` and never executed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import skops.io as sio
+from sklearn.ensemble import RandomForestClassifier
+
+from batsched_ml.predict.features import FEATURE_NAMES
+
+#: Types a weekly model may contain beyond those skops trusts by default.
+TRUSTED_TYPES = ["sklearn.tree._tree.Tree"]
+
+
+class ModelRejected(RuntimeError):
+    """A model file that must not be used; the message says why."""
+
+
+def _atomic_write(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Write to a temporary name, then rename: readers see the old file or the new one, whole.
+    ``durable`` also fsyncs (the manifest); a model file lost in a machine crash is simply
+    retrained, and fsyncing 5 MB every week would cost more than the training's margin."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as out:
+        out.write(data)
+        if durable:
+            out.flush()
+            os.fsync(out.fileno())
+    tmp.replace(path)
+
+
+class ModelStore:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.manifest_path = self.root / "manifest.json"
+
+    def manifest(self) -> dict[str, Any]:
+        if not self.manifest_path.exists():
+            return {"schema": 1, "entries": []}
+        return json.loads(self.manifest_path.read_text())
+
+    def entry(self, week: int) -> dict[str, Any] | None:
+        for entry in self.manifest()["entries"]:
+            if entry["week"] == week:
+                return entry
+        return None
+
+    def save(self, week: int, forest: RandomForestClassifier, meta: dict[str, Any]) -> dict:
+        """Write the model of ``week`` and its manifest entry; return the entry."""
+        data = sio.dumps(forest, compression=0)
+        name = f"week-{week:04d}.skops"
+        _atomic_write(self.root / name, data)
+        entry = {
+            "week": week,
+            "file": name,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "features": list(FEATURE_NAMES),
+            **meta,
+        }
+        self.record(entry)
+        return entry
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Add or replace a manifest entry (also for weeks without a forest)."""
+        manifest = self.manifest()
+        entries = [e for e in manifest["entries"] if e["week"] != entry["week"]]
+        entries.append(entry)
+        entries.sort(key=lambda e: e["week"])
+        manifest["entries"] = entries
+        _atomic_write(
+            self.manifest_path, (json.dumps(manifest, indent=1) + "\n").encode(), durable=True
+        )
+
+    def load(self, entry: dict[str, Any]) -> RandomForestClassifier:
+        """The forest of a manifest entry, after every check."""
+        path = self.root / entry["file"]
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelRejected(f"{path}: cannot read: {exc.strerror or exc}") from None
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry.get("sha256"):
+            raise ModelRejected(f"{path}: sha256 {digest[:12]}... differs from the manifest's")
+        try:
+            untrusted = sio.get_untrusted_types(data=data)
+        except Exception as exc:
+            raise ModelRejected(f"{path}: not a readable skops file: {exc}") from None
+        unexpected = sorted(set(untrusted) - set(TRUSTED_TYPES))
+        if unexpected:
+            raise ModelRejected(f"{path}: contains untrusted types {unexpected}")
+        try:
+            model = sio.loads(data, trusted=TRUSTED_TYPES)
+        except Exception as exc:
+            raise ModelRejected(f"{path}: skops cannot load it: {exc}") from None
+        if not isinstance(model, RandomForestClassifier):
+            raise ModelRejected(f"{path}: holds a {type(model).__name__}, not a random forest")
+        if model.n_features_in_ != len(FEATURE_NAMES):
+            raise ModelRejected(f"{path}: expects {model.n_features_in_} features")
+        return model
