@@ -222,6 +222,8 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path):
         params = dataclasses.replace(params, n_estimators=0)
     trainer = RemoteTrainer(endpoint, store, params, deadline=args.trainer_deadline)
     try:
+        if process is not None:
+            trainer.wait_ready(60.0)
         yield trainer
     finally:
         trainer.close(stop=process is not None)

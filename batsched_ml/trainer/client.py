@@ -123,8 +123,15 @@ class RemoteTrainer:
             raise SchemaError(f"the trainer refused a message: {reply.get('error')}")
         return reply
 
-    def _greet(self) -> None:
-        reply = self._request(encode("hello", params=self.params.as_dict()), self.deadline)
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Greet the trainer, waiting up to ``timeout`` seconds for it to start (a process just
+        launched needs a few seconds to import its libraries; that is not a fault)."""
+        self._greet(timeout)
+
+    def _greet(self, timeout: float | None = None) -> None:
+        reply = self._request(
+            encode("hello", params=self.params.as_dict()), timeout or self.deadline
+        )
         theirs = reply.get("params")
         if theirs != self.params.as_dict():
             raise SchemaError(f"the trainer's forest set-up {theirs} differs from ours")

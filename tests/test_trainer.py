@@ -1,0 +1,302 @@
+"""The side trainer: schema, model store, restart from its database, determinism against the
+in-process trainer, and the faults the scheduler must survive."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import skops.io as sio
+import zmq
+from sklearn.ensemble import RandomForestClassifier
+
+from batsched_ml.predict.features import FEATURE_NAMES
+from batsched_ml.predict.forest import ForestParams
+from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.trainer.client import RemoteTrainer
+from batsched_ml.trainer.process import free_tcp_endpoint, trainer_command
+from batsched_ml.trainer.schema import encode
+from batsched_ml.trainer.server import History, TrainerService
+from batsched_ml.trainer.store import ModelRejected, ModelStore
+from tests.conftest import workload_head
+
+PARAMS = ForestParams(n_estimators=8, min_train=50, n_jobs=1)
+N = len(FEATURE_NAMES)
+
+
+def rows(count: int, seed: int = 0, first_week: int = 0) -> list[list]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        features = rng.integers(0, 9, size=N).astype(float).tolist()
+        out.append(
+            [first_week + i // 100, float(features[0] * 100 + rng.integers(1, 50)), features]
+        )
+    return out
+
+
+def service(tmp_path: Path, **faults) -> TrainerService:
+    return TrainerService(
+        ModelStore(tmp_path / "models"), History(tmp_path / "h.sqlite"), PARAMS, **faults
+    )
+
+
+def ask(svc: TrainerService, kind: str, **fields) -> dict:
+    reply, _stop = svc.handle(encode(kind, **fields))
+    return json.loads(reply)
+
+
+# --- schema ------------------------------------------------------------------------------
+
+
+def test_unknown_schema_version_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    reply, stop = svc.handle(json.dumps({"schema": 2, "type": "hello"}).encode())
+    assert json.loads(reply) == {
+        "schema": 1,
+        "type": "error",
+        "error": "unsupported schema version 2 (this side speaks 1)",
+    }
+    assert not stop
+    assert ask(svc, "train", week=1, history=1, first_seq=0, finished=[[0, 1.0, [1.0]]])[
+        "error"
+    ].startswith("train: finished[0] must be")
+    assert json.loads(svc.handle(b"not json")[0])["type"] == "error"
+
+
+def test_train_stores_history_and_publishes_a_model(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    data = rows(300)
+    assert ask(svc, "hello", params=PARAMS.as_dict())["history"] == 0
+    # a gap (first_seq beyond what is stored) is answered with what is missing
+    assert ask(svc, "train", week=3, history=300, first_seq=100, finished=data[100:]) == {
+        "schema": 1,
+        "type": "missing",
+        "history": 0,
+    }
+    reply = ask(svc, "train", week=3, history=300, first_seq=0, finished=data)
+    entry = reply["entry"]
+    assert reply["type"] == "model" and reply["history"] == 300
+    assert entry["week"] == 3 and entry["n_train"] == 300 and entry["file"] == "week-0003.skops"
+    assert entry["divider"] == pytest.approx(float(np.median([r[1] for r in data])))
+    manifest = json.loads((tmp_path / "models" / "manifest.json").read_text())
+    assert [e["week"] for e in manifest["entries"]] == [3]
+    assert set(manifest["entries"][0]) >= {
+        "week",
+        "divider",
+        "n_train",
+        "train_seconds",
+        "previous_week_quality",
+        "features",
+        "sha256",
+    }
+    forest = ModelStore(tmp_path / "models").load(entry)
+    assert isinstance(forest, RandomForestClassifier)
+    # the next week's entry rates the previous model on the jobs of its week (week 3 = rows 300-399)
+    more = rows(100, seed=1, first_week=3)
+    entry4 = ask(svc, "train", week=4, history=400, first_seq=300, finished=more)["entry"]
+    assert entry4["previous_week_quality"]["jobs"] == 100
+
+
+def test_a_restarted_trainer_resumes_from_its_database(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    ask(svc, "train", week=1, history=200, first_seq=0, finished=rows(200))
+    svc.history.close()
+    again = service(tmp_path)
+    assert again.history.size == 200
+    assert ask(again, "hello", params=PARAMS.as_dict())["history"] == 200
+    # only the tail is needed now
+    reply = ask(again, "train", week=2, history=250, first_seq=200, finished=rows(250)[200:])
+    assert reply["type"] == "model" and reply["entry"]["n_train"] == 250
+
+
+# --- the store ---------------------------------------------------------------------------
+
+
+def trained_entry(tmp_path: Path) -> tuple[ModelStore, dict]:
+    svc = service(tmp_path)
+    entry = ask(svc, "train", week=1, history=300, first_seq=0, finished=rows(300))["entry"]
+    return svc.store, entry
+
+
+def test_a_model_file_failing_its_sha256_is_rejected(tmp_path: Path) -> None:
+    store, entry = trained_entry(tmp_path)
+    path = store.root / entry["file"]
+    path.write_bytes(path.read_bytes()[:-10] + b"0123456789")
+    with pytest.raises(ModelRejected, match="sha256"):
+        store.load(entry)
+
+
+def test_a_truncated_model_file_is_rejected_even_with_a_matching_hash(tmp_path: Path) -> None:
+    import hashlib
+
+    store, entry = trained_entry(tmp_path)
+    path = store.root / entry["file"]
+    data = path.read_bytes()[:5000]
+    path.write_bytes(data)
+    entry = {**entry, "sha256": hashlib.sha256(data).hexdigest()}
+    with pytest.raises(ModelRejected, match="not a readable skops file|cannot load"):
+        store.load(entry)
+
+
+def test_a_model_file_with_untrusted_types_is_rejected_never_executed(tmp_path: Path) -> None:
+    import hashlib
+
+    store = ModelStore(tmp_path)
+    payload = {"model": subprocess.Popen}  # a type no model may contain
+    data = sio.dumps(payload)
+    assert "subprocess.Popen" in sio.get_untrusted_types(data=data)
+    (tmp_path / "week-0001.skops").write_bytes(data)
+    entry = {"week": 1, "file": "week-0001.skops", "sha256": hashlib.sha256(data).hexdigest()}
+    with pytest.raises(ModelRejected, match="untrusted types"):
+        store.load(entry)
+    assert zipfile.is_zipfile(tmp_path / "week-0001.skops")
+
+
+# --- a replay through the trainer process ------------------------------------------------
+
+
+@pytest.fixture
+def trainer_process(tmp_path: Path):
+    processes = []
+
+    def start(*extra: str) -> str:
+        endpoint = free_tcp_endpoint()
+        command = trainer_command(
+            endpoint, tmp_path / "models", tmp_path / "t.sqlite", ForestParams()
+        )
+        processes.append(
+            subprocess.Popen(
+                [*command, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
+        return endpoint
+
+    yield start
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def classified(kth_workload, trainer, policy: str = "fcfs"):
+    wl = workload_head(kth_workload, 2500)  # about five weeks: four weekly models
+    return run_replay(
+        wl, ReplayConfig(policy=policy, variant="classification-idempotent"), trainer=trainer
+    )
+
+
+def test_trainer_process_gives_the_same_job_table_as_in_process(
+    kth_workload, trainer_process, tmp_path
+) -> None:
+    endpoint = trainer_process()
+    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60)
+    served = classified(kth_workload, remote)
+    remote.close(stop=True)
+    local = classified(kth_workload, None)
+    assert served.rows == local.rows
+    assert remote.events == []
+    manifest = json.loads((tmp_path / "models" / "manifest.json").read_text())
+    assert [e["week"] for e in manifest["entries"] if e["file"]] == [1, 2, 3, 4]
+    summary = write_outputs(served, tmp_path / "out")
+    assert summary["trainer_events"] == []
+
+
+def test_no_trainer_means_every_job_large_and_the_run_completes(kth_workload, tmp_path) -> None:
+    remote = RemoteTrainer(free_tcp_endpoint(), tmp_path / "models", ForestParams(), deadline=0.5)
+    result = classified(kth_workload, remote)
+    assert len(result.rows) == 2500
+    assert result.scheduler.kill_decisions == 0  # nothing was ever classified small
+    assert {e["event"] for e in remote.events} == {"trainer_unavailable"}
+    assert all(e["using"] == "every job large" for e in remote.events)
+    summary = write_outputs(result, tmp_path / "out")
+    assert summary["trainer_events"] == remote.events and summary["jobs"] == 2500
+
+
+def test_a_trainer_crashing_mid_training_leaves_the_last_good_model(
+    kth_workload, trainer_process, tmp_path
+) -> None:
+    endpoint = trainer_process("--fault-crash-week", "3")
+    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=5)
+    remote.wait_ready(60)
+    result = classified(kth_workload, remote)
+    assert [e["week"] for e in remote.events] == [3, 4]
+    assert all(e["using"] == "last good model" for e in remote.events)
+    assert (
+        result.scheduler.weeks[3].week == 3 and result.scheduler.model.week == 2
+    )  # week 2's model
+    assert len({r.split(",")[0] for r in result.rows}) >= 2500
+
+
+def test_a_slow_trainer_is_skipped_for_that_week_and_used_again_after(
+    kth_workload, trainer_process, tmp_path
+) -> None:
+    endpoint = trainer_process("--fault-delay", "2:4")
+    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=1.5)
+    remote.wait_ready(60)
+    result = classified(kth_workload, remote)
+    # week 2 takes 4 s > the 1.5 s deadline; week 3 may come while the trainer is still busy
+    assert remote.events[0]["week"] == 2
+    assert {(e["week"], e["event"]) for e in remote.events} <= {
+        (2, "trainer_unavailable"),
+        (3, "trainer_unavailable"),
+    }
+    assert all(e["using"] == "last good model" for e in remote.events)
+    weeks = {w.week: w for w in result.scheduler.weeks}
+    assert weeks[2].has_model and weeks[2].divider == weeks[1].divider  # week 1's model kept
+    assert weeks[4].has_model and weeks[4].n_train > weeks[1].n_train  # newer models picked up
+    remote.close(stop=True)
+
+
+def test_a_rejected_model_file_is_never_used(kth_workload, tmp_path) -> None:
+    """A stand-in trainer publishes a tampered file for week 2: the scheduler keeps week 1's."""
+    endpoint = free_tcp_endpoint()
+    store = ModelStore(tmp_path / "models")
+    stop = threading.Event()
+
+    def serve() -> None:
+        svc = TrainerService(store, History(tmp_path / "h.sqlite"), ForestParams())  # its thread
+        sock = zmq.Context.instance().socket(zmq.REP)
+        sock.bind(endpoint)
+        while not stop.is_set():
+            if not sock.poll(100):
+                continue
+            reply, _ = svc.handle(sock.recv())
+            message = json.loads(reply)
+            if message.get("type") == "model" and message["entry"]["week"] == 2:
+                path = store.root / message["entry"]["file"]
+                path.write_bytes(path.read_bytes()[:-100])  # truncated after publication
+            sock.send(reply)
+        sock.close(linger=0)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        remote = RemoteTrainer(endpoint, store.root, ForestParams(), deadline=30)
+        result = classified(kth_workload, remote)
+    finally:
+        stop.set()
+        thread.join(5)
+    assert [(e["week"], e["event"]) for e in remote.events] == [(2, "model_rejected")]
+    assert "sha256" in remote.events[0]["detail"]
+    weeks = {w.week: w for w in result.scheduler.weeks}
+    assert weeks[2].divider == weeks[1].divider and weeks[3].divider != weeks[1].divider
+
+
+def test_trainer_cli_refuses_a_wrong_schema_over_the_socket(tmp_path, trainer_process) -> None:
+    endpoint = trainer_process()
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    sock.send(json.dumps({"schema": 99, "type": "train"}).encode())
+    assert sock.poll(20_000)
+    assert json.loads(sock.recv())["error"] == "unsupported schema version 99 (this side speaks 1)"
+    sock.send(encode("stop"))
+    assert sock.poll(20_000) and json.loads(sock.recv())["type"] == "bye"
+    sock.close()
+    assert sys.executable
