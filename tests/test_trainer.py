@@ -141,7 +141,7 @@ def test_a_truncated_model_file_is_rejected_even_with_a_matching_hash(tmp_path: 
     data = path.read_bytes()[:5000]
     path.write_bytes(data)
     entry = {**entry, "sha256": hashlib.sha256(data).hexdigest()}
-    with pytest.raises(ModelRejected, match="not a readable skops file|cannot load"):
+    with pytest.raises(ModelRejected, match=r"not a readable skops file|cannot load"):
         store.load(entry)
 
 
