@@ -70,6 +70,13 @@ def test_unknown_schema_version_is_refused_with_a_clear_error(tmp_path: Path) ->
     assert json.loads(svc.handle(b"not json")[0])["type"] == "error"
 
 
+def test_an_expired_request_stores_the_jobs_but_trains_nothing(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    reply = ask(svc, "train", week=1, history=200, first_seq=0, finished=rows(200), expires=1.0)
+    assert reply == {"schema": 1, "type": "expired", "history": 200}
+    assert not (tmp_path / "models" / "manifest.json").exists()
+
+
 def test_train_stores_history_and_publishes_a_model(tmp_path: Path) -> None:
     svc = service(tmp_path)
     data = rows(300)
@@ -236,11 +243,12 @@ def test_a_trainer_crashing_mid_training_leaves_the_last_good_model(
 def test_a_slow_trainer_is_skipped_for_that_week_and_used_again_after(
     kth_workload, trainer_process, tmp_path
 ) -> None:
-    endpoint = trainer_process("--fault-delay", "2:4")
-    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=1.5)
+    endpoint = trainer_process("--fault-delay", "2:8")
+    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=4)
     remote.wait_ready(60)
     result = classified(kth_workload, remote)
-    # week 2 takes 4 s > the 1.5 s deadline; week 3 may come while the trainer is still busy
+    # week 2 takes 8 s > the 4 s deadline; week 3 may come while the trainer is still busy,
+    # but its request has expired when the trainer reads it, so week 4 gets a model in time
     assert remote.events[0]["week"] == 2
     assert {(e["week"], e["event"]) for e in remote.events} <= {
         (2, "trainer_unavailable"),

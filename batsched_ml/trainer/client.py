@@ -152,10 +152,13 @@ class RemoteTrainer:
                     history=size,
                     first_seq=self.acked,
                     finished=self.records[self.acked : size],
+                    expires=time.time() + remaining,
                 ),
                 remaining,
             )
             self.acked = min(int(reply["history"]), size)
             if reply["type"] == "model":
                 return reply["entry"]
+            if reply["type"] == "expired":
+                raise TrainerUnavailable(f"the trainer got week {week}'s request too late")
         raise TrainerUnavailable(f"the trainer kept missing history for week {week}")

@@ -15,6 +15,11 @@ request     fields                                               reply
                                                                  from there)
 ``stop``    (none)                                               ``bye``, then the trainer exits
 ==========  ===================================================  ================================
+
+A ``train`` request may carry ``expires`` (Unix time): the scheduler stops waiting then. A
+trainer reading it later stores the jobs but does not train, and answers ``expired`` at once, so
+that requests given up on do not pile up ahead of the next week's (both sides on one clock: the
+same machine, or synchronised ones).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 REQUESTS = ("hello", "train", "stop")
-REPLIES = ("hello", "model", "missing", "bye", "error")
+REPLIES = ("hello", "model", "missing", "expired", "bye", "error")
 
 
 class SchemaError(ValueError):
@@ -60,6 +65,9 @@ def check_train(message: dict[str, Any], n_features: int) -> None:
         value = message.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SchemaError(f"train: field {key!r} must be a non-negative integer")
+    expires = message.get("expires")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
+        raise SchemaError("train: field 'expires' must be a number (Unix time)")
     finished = message.get("finished")
     if not isinstance(finished, list):
         raise SchemaError("train: field 'finished' must be a list")

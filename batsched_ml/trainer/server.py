@@ -119,6 +119,10 @@ class TrainerService:
         wanted = message["history"]
         if self.history.size < wanted:
             return encode("missing", history=self.history.size), False
+        expires = message.get("expires")
+        if expires is not None and time.time() > expires:
+            log.warning("week %d: the scheduler stopped waiting, not training it", message["week"])
+            return encode("expired", history=self.history.size), False
         return encode(
             "model", entry=self.train(message["week"], wanted), history=self.history.size
         ), False
