@@ -316,7 +316,10 @@ def event_from_dict(obj: Any, index: int = 0) -> Event:
         raise ProtocolError("message", f"{where}.type", f"expected a string, got {_describe(kind)}")
     parser = _PARSERS.get(kind)
     if parser is None:
-        raise ProtocolError(kind, "type", "unknown event type")
+        if not kind.strip():
+            raise ProtocolError("message", f"{where}.type", "empty event type")
+        shown = kind if len(kind) <= 40 and kind.isprintable() else _describe(kind)
+        raise ProtocolError(shown, "type", "unknown event type")
     timestamp = _number(_get(obj, kind, "timestamp"), kind, "timestamp")
     data = _object(_get(obj, kind, "data"), kind, "data")
     try:
