@@ -157,7 +157,7 @@ def report(summaries: dict[Run, dict[str, Any]], traces: list[str]) -> str:
         "FS/(FS+TS), are shares of *all* jobs (FS + FL = 100 - accuracy for four of its five",
         "traces); ours are given the same way.",
         "",
-        "| trace | accuracy | precision | recall | false large (% of jobs) | false small (% of jobs) |",
+        "| trace | accuracy | precision | recall | false large (% jobs) | false small (% jobs) |",
         "|---|---|---|---|---|---|",
     ]
     for trace in traces:

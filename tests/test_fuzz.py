@@ -172,7 +172,7 @@ def check_swf(tmp: Path, lines: list[str], packed: bool, cut: int | None) -> Non
         except SwfError as exc:
             assert str(exc).startswith(str(path))
             continue
-        assert list(trace.jobs.columns)[0] == "job_number"
+        assert trace.jobs.columns[0] == "job_number"
         assert len(trace.jobs) == len(trace.line_numbers)
 
 
