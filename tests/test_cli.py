@@ -150,3 +150,15 @@ def test_bad_inputs_end_with_one_line_and_non_zero_exit(tmp_path: Path) -> None:
         assert run.returncode == 2, args
         assert fragment in run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_trainer_with_a_bad_endpoint_ends_with_one_line(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [*CMD, "trainer", "--socket", "bogus://x", "--store", str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1].startswith("batsched-ml: error: cannot bind bogus://x")
+    assert "Traceback" not in run.stderr

@@ -203,7 +203,12 @@ def run_trainer(
     socket = context.socket(zmq.REP)
     socket.setsockopt(zmq.LINGER, 1000)
     try:
-        socket.bind(endpoint)
+        try:
+            socket.bind(endpoint)
+        except zmq.ZMQError as exc:
+            from batsched_ml.transport import TransportError
+
+            raise TransportError(f"cannot bind {endpoint}: {exc}") from None
         if on_bound is not None:
             on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
         log.info("trainer on %s, %d finished jobs stored", endpoint, service.history.size)
