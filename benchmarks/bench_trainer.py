@@ -25,7 +25,9 @@ def main() -> None:
     local = run_replay(workload, config)
     in_process = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as out:
-        process, endpoint = start_trainer(Path(out) / "models", Path(out) / "t.sqlite", config.forest)
+        process, endpoint = start_trainer(
+            Path(out) / "models", Path(out) / "t.sqlite", config.forest
+        )
         trainer = RemoteTrainer(endpoint, Path(out) / "models", config.forest)
         trainer.wait_ready(60)
         started = time.perf_counter()

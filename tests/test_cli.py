@@ -160,5 +160,7 @@ def test_trainer_with_a_bad_endpoint_ends_with_one_line(tmp_path: Path) -> None:
         timeout=60,
     )
     assert run.returncode == 1
-    assert run.stderr.strip().splitlines()[-1].startswith("batsched-ml: error: cannot bind bogus://x")
+    assert (
+        run.stderr.strip().splitlines()[-1].startswith("batsched-ml: error: cannot bind bogus://x")
+    )
     assert "Traceback" not in run.stderr

@@ -49,6 +49,7 @@ def service(tmp_path: Path, **faults) -> TrainerService:
 
 def ask(svc: TrainerService, kind: str, **fields) -> dict:
     reply, _stop = svc.handle(encode(kind, **fields))
+    svc.after_reply()  # as the server loop does once the reply is sent
     return json.loads(reply)
 
 
@@ -148,7 +149,7 @@ def test_a_truncated_model_file_is_rejected_even_with_a_matching_hash(tmp_path: 
     data = path.read_bytes()[:5000]
     path.write_bytes(data)
     entry = {**entry, "sha256": hashlib.sha256(data).hexdigest()}
-    with pytest.raises(ModelRejected, match=r"not a readable skops file|cannot load"):
+    with pytest.raises(ModelRejected, match=r"not a readable skops file"):
         store.load(entry)
 
 
@@ -161,7 +162,7 @@ def test_a_model_file_with_untrusted_types_is_rejected_never_executed(tmp_path: 
     assert "subprocess.Popen" in sio.get_untrusted_types(data=data)
     (tmp_path / "week-0001.skops").write_bytes(data)
     entry = {"week": 1, "file": "week-0001.skops", "sha256": hashlib.sha256(data).hexdigest()}
-    with pytest.raises(ModelRejected, match="untrusted types"):
+    with pytest.raises(ModelRejected, match=r"untrusted types.*subprocess\.Popen"):
         store.load(entry)
     assert zipfile.is_zipfile(tmp_path / "week-0001.skops")
 
@@ -275,6 +276,7 @@ def test_a_rejected_model_file_is_never_used(kth_workload, tmp_path) -> None:
             if not sock.poll(100):
                 continue
             reply, _ = svc.handle(sock.recv())
+            svc.after_reply()
             message = json.loads(reply)
             if message.get("type") == "model" and message["entry"]["week"] == 2:
                 path = store.root / message["entry"]["file"]

@@ -98,6 +98,8 @@ class TrainerService:
         self.fault_delay = fault_delay or {}
         self.fault_crash_week = fault_crash_week
         self.previous: tuple[int, Any, float] | None = None  # (week, forest, divider)
+        self._published: tuple[int, Any, float] | None = None
+        self._pending: tuple[dict[str, Any], int] | None = None
 
     def handle(self, data: bytes) -> tuple[bytes, bool]:
         """Answer one request; the flag says whether to stop afterwards."""
@@ -123,9 +125,20 @@ class TrainerService:
         if expires is not None and time.time() > expires:
             log.warning("week %d: the scheduler stopped waiting, not training it", message["week"])
             return encode("expired", history=self.history.size), False
-        return encode(
-            "model", entry=self.train(message["week"], wanted), history=self.history.size
-        ), False
+        entry = self.train(message["week"], wanted)
+        return encode("model", entry=entry, history=self.history.size), False
+
+    def after_reply(self) -> None:
+        """Work that the scheduler need not wait for: rate the previous week's model on its
+        week and record the manifest entry of the model just published."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        entry, size = pending
+        entry["previous_week_quality"] = self._previous_quality(size)
+        self.store.record(entry)
+        if entry.get("file") is not None:
+            self.previous = self._published
 
     def train(self, week: int, size: int) -> dict[str, Any]:
         if week == self.fault_crash_week:
@@ -218,6 +231,7 @@ def run_trainer(
                 return
             reply, stop = service.handle(socket.recv())
             socket.send(reply)
+            service.after_reply()
             if stop:
                 return
     finally:

@@ -21,6 +21,7 @@ from typing import Any
 
 import skops.io as sio
 from sklearn.ensemble import RandomForestClassifier
+from skops.io.exceptions import UntrustedTypesFoundException
 
 from batsched_ml.predict.features import FEATURE_NAMES
 
@@ -62,8 +63,16 @@ class ModelStore:
                 return entry
         return None
 
-    def save(self, week: int, forest: RandomForestClassifier, meta: dict[str, Any]) -> dict:
-        """Write the model of ``week`` and its manifest entry; return the entry."""
+    def save(
+        self,
+        week: int,
+        forest: RandomForestClassifier,
+        meta: dict[str, Any],
+        *,
+        record: bool = True,
+    ) -> dict:
+        """Write the model of ``week`` (and, with ``record``, its manifest entry); return the
+        entry."""
         data = sio.dumps(forest, compression=0)
         name = f"week-{week:04d}.skops"
         _atomic_write(self.root / name, data)
@@ -74,7 +83,8 @@ class ModelStore:
             "features": list(FEATURE_NAMES),
             **meta,
         }
-        self.record(entry)
+        if record:
+            self.record(entry)
         return entry
 
     def record(self, entry: dict[str, Any]) -> None:
@@ -98,17 +108,14 @@ class ModelStore:
         digest = hashlib.sha256(data).hexdigest()
         if digest != entry.get("sha256"):
             raise ModelRejected(f"{path}: sha256 {digest[:12]}... differs from the manifest's")
-        try:
-            untrusted = sio.get_untrusted_types(data=data)
-        except Exception as exc:
-            raise ModelRejected(f"{path}: not a readable skops file: {exc}") from None
-        unexpected = sorted(set(untrusted) - set(TRUSTED_TYPES))
-        if unexpected:
-            raise ModelRejected(f"{path}: contains untrusted types {unexpected}")
+        # one pass: skops audits every type against the allowlist before building anything,
+        # and refuses the file if it finds another
         try:
             model = sio.loads(data, trusted=TRUSTED_TYPES)
+        except UntrustedTypesFoundException as exc:
+            raise ModelRejected(f"{path}: contains untrusted types: {exc}") from None
         except Exception as exc:
-            raise ModelRejected(f"{path}: skops cannot load it: {exc}") from None
+            raise ModelRejected(f"{path}: not a readable skops file: {exc}") from None
         if not isinstance(model, RandomForestClassifier):
             raise ModelRejected(f"{path}: holds a {type(model).__name__}, not a random forest")
         if model.n_features_in_ != len(FEATURE_NAMES):
