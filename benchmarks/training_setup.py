@@ -31,10 +31,13 @@ CANDIDATES = {
     "all history, sklearn defaults (100 trees)": ForestParams(
         n_estimators=100, max_depth=None, min_samples_leaf=1, window=None
     ),
-    "all history, 40 trees, depth 20": ForestParams(n_estimators=40, window=None),
-    "window 50k, 40 trees, depth 20 (default)": ForestParams(),
-    "window 20k, 40 trees, depth 20": ForestParams(window=20_000),
-    "window 10k, 30 trees, depth 16": ForestParams(n_estimators=30, max_depth=16, window=10_000),
+    "all history, 40 trees, depth 20, leaf 2": ForestParams(window=None, min_samples_leaf=2),
+    "window 50k, 40 trees, depth 20, leaf 2": ForestParams(min_samples_leaf=2),
+    "window 20k, 40 trees, depth 20, leaf 2": ForestParams(window=20_000, min_samples_leaf=2),
+    "window 10k, 30 trees, depth 16, leaf 2": ForestParams(
+        n_estimators=30, max_depth=16, window=10_000, min_samples_leaf=2
+    ),
+    "window 50k, 40 trees, depth 20, leaf 20 (default)": ForestParams(),
 }
 
 
