@@ -109,7 +109,8 @@ def test_train_stores_history_and_publishes_a_model(tmp_path: Path) -> None:
     # the next week's entry rates the previous model on the jobs of its week (week 3 = rows 300-399)
     more = rows(100, seed=1, first_week=3)
     entry4 = ask(svc, "train", week=4, history=400, first_seq=300, finished=more)["entry"]
-    assert entry4["previous_week_quality"]["jobs"] == 100
+    assert entry4["previous_week_quality"] is None  # computed after the reply, into the manifest
+    assert svc.store.entry(4)["previous_week_quality"]["jobs"] == 100
 
 
 def test_a_restarted_trainer_resumes_from_its_database(tmp_path: Path) -> None:
@@ -276,12 +277,12 @@ def test_a_rejected_model_file_is_never_used(kth_workload, tmp_path) -> None:
             if not sock.poll(100):
                 continue
             reply, _ = svc.handle(sock.recv())
-            svc.after_reply()
             message = json.loads(reply)
+            payload = svc.payload
             if message.get("type") == "model" and message["entry"]["week"] == 2:
-                path = store.root / message["entry"]["file"]
-                path.write_bytes(path.read_bytes()[:-100])  # truncated after publication
-            sock.send(reply)
+                payload = payload[:-100]  # truncated on its way
+            sock.send_multipart([reply, payload] if payload is not None else [reply])
+            svc.after_reply()
         sock.close(linger=0)
 
     thread = threading.Thread(target=serve, daemon=True)

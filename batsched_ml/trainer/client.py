@@ -64,7 +64,7 @@ class RemoteTrainer:
                     week, entry.get("divider"), None, n_train=entry.get("n_train", 0)
                 )
             else:
-                forest = self.store.load(entry)
+                forest = self.store.load(entry, entry.get("_payload"))
                 model = WeeklyModel(
                     week,
                     entry["divider"],
@@ -118,7 +118,9 @@ class RemoteTrainer:
             raise TrainerUnavailable(
                 f"no reply from the trainer at {self.endpoint} within {timeout:g} s"
             )
-        reply = decode(socket.recv(), REPLIES)
+        parts = socket.recv_multipart()
+        reply = decode(parts[0], REPLIES)
+        reply["_payload"] = parts[1] if len(parts) > 1 else None
         if reply["type"] == "error":
             raise SchemaError(f"the trainer refused a message: {reply.get('error')}")
         return reply
@@ -158,7 +160,7 @@ class RemoteTrainer:
             )
             self.acked = min(int(reply["history"]), size)
             if reply["type"] == "model":
-                return reply["entry"]
+                return {**reply["entry"], "_payload": reply["_payload"]}
             if reply["type"] == "expired":
                 raise TrainerUnavailable(f"the trainer got week {week}'s request too late")
         raise TrainerUnavailable(f"the trainer kept missing history for week {week}")

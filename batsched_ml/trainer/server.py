@@ -51,9 +51,18 @@ class History:
             self.runtime[i] = runtime
             self.week[i] = week
         self.size = len(rows)
+        self._unsaved: list[tuple[int, int, float, bytes]] = []
 
-    def extend(self, first_seq: int, rows: list[list[Any]]) -> None:
-        """Store jobs ``first_seq``, ``first_seq + 1``, ...; rows already stored are kept."""
+    def persist(self) -> None:
+        if self._unsaved:
+            with self.db:
+                self.db.executemany("INSERT INTO finished VALUES (?, ?, ?, ?)", self._unsaved)
+            self._unsaved = []
+
+    def extend(self, first_seq: int, rows: list[list[Any]], *, persist: bool = True) -> None:
+        """Store jobs ``first_seq``, ``first_seq + 1``, ...; rows already stored are kept.
+        With ``persist=False`` they reach SQLite at the next :meth:`persist` (the server does it
+        after replying; if it dies in between, the scheduler resends them after ``hello``)."""
         fresh = rows[max(0, self.size - first_seq) :] if first_seq <= self.size else None
         if fresh is None:
             return  # a gap: the caller will be told what is missing
@@ -63,8 +72,9 @@ class History:
             records.append((self.size + len(records), week, float(runtime), values.tobytes()))
         if not records:
             return
-        with self.db:
-            self.db.executemany("INSERT INTO finished VALUES (?, ?, ?, ?)", records)
+        self._unsaved.extend(records)
+        if persist:
+            self.persist()
         needed = self.size + len(records)
         while needed > len(self.runtime):
             self.x = np.concatenate([self.x, np.zeros_like(self.x)])
@@ -77,6 +87,7 @@ class History:
         self.size = needed
 
     def close(self) -> None:
+        self.persist()
         self.db.close()
 
 
@@ -100,6 +111,7 @@ class TrainerService:
         self.previous: tuple[int, Any, float] | None = None  # (week, forest, divider)
         self._published: tuple[int, Any, float] | None = None
         self._pending: tuple[dict[str, Any], int] | None = None
+        self.payload: bytes | None = None  # the skops bytes of the model just trained
 
     def handle(self, data: bytes) -> tuple[bytes, bool]:
         """Answer one request; the flag says whether to stop afterwards."""
@@ -117,7 +129,7 @@ class TrainerService:
             check_train(message, len(FEATURE_NAMES))
         except SchemaError as exc:
             return encode("error", error=str(exc)), False
-        self.history.extend(message["first_seq"], message["finished"])
+        self.history.extend(message["first_seq"], message["finished"], persist=False)
         wanted = message["history"]
         if self.history.size < wanted:
             return encode("missing", history=self.history.size), False
@@ -131,16 +143,23 @@ class TrainerService:
     def after_reply(self) -> None:
         """Work that the scheduler need not wait for: rate the previous week's model on its
         week and record the manifest entry of the model just published."""
+        self.history.persist()
         pending, self._pending = self._pending, None
+        data, self.payload = self.payload, None
         if pending is None:
             return
         entry, size = pending
         entry["previous_week_quality"] = self._previous_quality(size)
-        self.store.record(entry)
+        if data is not None:
+            self.store.write(entry, data)
+        else:
+            self.store.record(entry)
         if entry.get("file") is not None:
             self.previous = self._published
 
     def train(self, week: int, size: int) -> dict[str, Any]:
+        """Train the model of ``week`` on the first ``size`` jobs and serialise it
+        (:attr:`payload`); :meth:`after_reply` writes it and rates the previous model."""
         if week == self.fault_crash_week:
             log.error("fault injection: crashing while training week %d", week)
             raise SystemExit(3)
@@ -152,7 +171,7 @@ class TrainerService:
             "divider": model.divider,
             "n_train": model.n_train,
             "train_seconds": round(model.train_seconds, 3),
-            "previous_week_quality": self._previous_quality(size),
+            "previous_week_quality": None,  # filled in after the reply
             "importances": model.importances,
         }
         if forest is None:
@@ -163,10 +182,10 @@ class TrainerService:
                 "features": list(FEATURE_NAMES),
                 **meta,
             }
-            self.store.record(entry)
         else:
-            entry = self.store.save(week, forest, meta)
-            self.previous = (week, forest, model.divider)
+            entry, self.payload = self.store.serialise(week, forest, meta)
+            self._published = (week, forest, model.divider)
+        self._pending = (dict(entry), size)
         return entry
 
     def _previous_quality(self, size: int) -> dict[str, float] | None:
@@ -230,7 +249,10 @@ def run_trainer(
                 log.warning("no request for %g s: stopping", idle_timeout)
                 return
             reply, stop = service.handle(socket.recv())
-            socket.send(reply)
+            if service.payload is not None:  # the model's bytes travel with the reply
+                socket.send_multipart([reply, service.payload])
+            else:
+                socket.send(reply)
             service.after_reply()
             if stop:
                 return

@@ -87,6 +87,25 @@ class ModelStore:
             self.record(entry)
         return entry
 
+    def serialise(
+        self, week: int, forest: RandomForestClassifier, meta: dict[str, Any]
+    ) -> tuple[dict[str, Any], bytes]:
+        """The skops bytes of a model and its manifest entry, without writing anything."""
+        data = sio.dumps(forest, compression=0)
+        entry = {
+            "week": week,
+            "file": f"week-{week:04d}.skops",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "features": list(FEATURE_NAMES),
+            **meta,
+        }
+        return entry, data
+
+    def write(self, entry: dict[str, Any], data: bytes) -> None:
+        """Write a serialised model, then record its manifest entry."""
+        _atomic_write(self.root / entry["file"], data)
+        self.record(entry)
+
     def record(self, entry: dict[str, Any]) -> None:
         """Add or replace a manifest entry (also for weeks without a forest)."""
         manifest = self.manifest()
@@ -98,13 +117,15 @@ class ModelStore:
             self.manifest_path, (json.dumps(manifest, indent=1) + "\n").encode(), durable=True
         )
 
-    def load(self, entry: dict[str, Any]) -> RandomForestClassifier:
-        """The forest of a manifest entry, after every check."""
+    def load(self, entry: dict[str, Any], data: bytes | None = None) -> RandomForestClassifier:
+        """The forest of a manifest entry, after every check. ``data``: the file's bytes when
+        the trainer sent them along (they get the same checks as bytes read from disk)."""
         path = self.root / entry["file"]
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ModelRejected(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if data is None:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise ModelRejected(f"{path}: cannot read: {exc.strerror or exc}") from None
         digest = hashlib.sha256(data).hexdigest()
         if digest != entry.get("sha256"):
             raise ModelRejected(f"{path}: sha256 {digest[:12]}... differs from the manifest's")
