@@ -236,7 +236,7 @@ def _execute_job(ts: float, data: dict[str, Any]) -> Event:
     extra = {key: value for key, value in data.items() if key not in ("job_id", "alloc")}
     for key in extra:
         if key not in ("mapping", "storage_mapping", "additional_io_job"):
-            raise ProtocolError(k, key, "unexpected field")
+            raise ProtocolError(k, repr(key) if not key.strip() else key, "unexpected field")
     return ExecuteJob(
         timestamp=ts,
         job_id=_job_id(_get(data, k, "job_id"), k, "job_id"),
