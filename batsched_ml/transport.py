@@ -27,6 +27,21 @@ def _receive(socket: zmq.Socket, timeout: float | None, waiting_for: str) -> byt
     return socket.recv()
 
 
+def bind_rep(endpoint: str, on_bound: Callable[[str], None] | None = None) -> zmq.Socket:
+    """A bound REP socket; a bad or busy endpoint raises :class:`TransportError` (one line for
+    the user, not a pyzmq traceback). ``on_bound`` gets the endpoint actually bound."""
+    socket = zmq.Context.instance().socket(zmq.REP)
+    socket.setsockopt(zmq.LINGER, 1000)
+    try:
+        socket.bind(endpoint)
+    except zmq.ZMQError as exc:
+        socket.close(linger=0)
+        raise TransportError(f"cannot bind {endpoint}: {exc}") from None
+    if on_bound is not None:
+        on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
+    return socket
+
+
 def serve(
     endpoint: str,
     handler: Callable[[Message], Message],
@@ -39,16 +54,8 @@ def serve(
     Returns the number of messages answered. A message that cannot be parsed raises
     :class:`ProtocolError`; no message within ``timeout`` seconds raises :class:`TransportError`.
     """
-    context = zmq.Context.instance()
-    socket = context.socket(zmq.REP)
-    socket.setsockopt(zmq.LINGER, 1000)
+    socket = bind_rep(endpoint, on_bound)
     try:
-        try:
-            socket.bind(endpoint)
-        except zmq.ZMQError as exc:
-            raise TransportError(f"cannot bind {endpoint}: {exc}") from None
-        if on_bound is not None:
-            on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
         count = 0
         while True:
             message = parse_message(_receive(socket, timeout, "Batsim"))

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zmq
 
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
@@ -231,18 +230,14 @@ def run_trainer(
         fault_delay=fault_delay,
         fault_crash_week=fault_crash_week,
     )
-    context = zmq.Context.instance()
-    socket = context.socket(zmq.REP)
-    socket.setsockopt(zmq.LINGER, 1000)
-    try:
-        try:
-            socket.bind(endpoint)
-        except zmq.ZMQError as exc:
-            from batsched_ml.transport import TransportError
+    from batsched_ml.transport import bind_rep
 
-            raise TransportError(f"cannot bind {endpoint}: {exc}") from None
-        if on_bound is not None:
-            on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
+    try:
+        socket = bind_rep(endpoint, on_bound)
+    except Exception:
+        service.history.close()
+        raise
+    try:
         log.info("trainer on %s, %d finished jobs stored", endpoint, service.history.size)
         while True:
             if idle_timeout is not None and not socket.poll(int(idle_timeout * 1000)):
