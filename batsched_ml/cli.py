@@ -61,6 +61,20 @@ def _hours(text: str) -> float | None:
     return value * 3600.0
 
 
+def _add_forest_options(parser: argparse.ArgumentParser) -> None:
+    """The forest set-up, shared by the scheduler's commands and the trainer (they must agree)."""
+    parser.add_argument(
+        "--trees", type=int, default=ForestParams.n_estimators, help="Random Forest size"
+    )
+    parser.add_argument(
+        "--window",
+        type=lambda text: None if text == "all" else int(text),
+        default=ForestParams.window,
+        metavar="N|all",
+        help="train on the N most recent finished jobs (default %(default)s), or 'all'",
+    )
+
+
 def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
@@ -91,16 +105,7 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         help="classifier features from every job finished before the submission (online), or "
         "from jobs of previous weeks only (the paper's simplification)",
     )
-    parser.add_argument(
-        "--trees", type=int, default=ForestParams.n_estimators, help="Random Forest size"
-    )
-    parser.add_argument(
-        "--window",
-        type=lambda text: None if text == "all" else int(text),
-        default=ForestParams.window,
-        metavar="N|all",
-        help="train on the N most recent finished jobs (default %(default)s), or 'all'",
-    )
+    _add_forest_options(parser)
     parser.add_argument(
         "--starvation-threshold",
         type=_hours,
@@ -428,13 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     trainer.add_argument(
         "--db", metavar="FILE", help="history database (default STORE/history.sqlite)"
     )
-    trainer.add_argument("--trees", type=int, default=ForestParams.n_estimators)
-    trainer.add_argument(
-        "--window",
-        type=lambda text: None if text == "all" else int(text),
-        default=ForestParams.window,
-        metavar="N|all",
-    )
+    _add_forest_options(trainer)
     trainer.add_argument(
         "--idle-timeout",
         type=float,

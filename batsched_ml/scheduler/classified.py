@@ -37,7 +37,7 @@ be killed, so that the simulation can end.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from batsched_ml.job import Job
@@ -341,17 +341,3 @@ class ClassifyingScheduler(EasyScheduler):
         if self._killed or self._awaiting_ack or self._to_kill_at:
             return True
         return any(entry.rank == 0 for entry in self.waiting.values())
-
-    # --- results --------------------------------------------------------------------------
-
-    def class_of(self, job_id: str) -> bool | None:
-        info = self.logical.get(job_id)
-        return None if info is None else info.small
-
-
-@dataclass
-class ClassifiedOutputs:
-    """What a classified run adds next to its job table."""
-
-    records: list[ClassificationRecord] = field(default_factory=list)
-    weeks: list[WeekInfo] = field(default_factory=list)
