@@ -205,12 +205,12 @@ class ClassifyingScheduler(EasyScheduler):
         if pending is not None:  # Batsim acknowledges a resubmission we registered
             self.add_waiting(pending)
             return pending
-        job = Job.from_batsim(event.job_id, event.job)
-        if job.id in self.waiting or job.id in self.running:
-            raise SchedulerError(f"job {job.id} submitted twice")
-        if job.res > self.nb_machines or job.res <= 0:
-            return super().on_submitted(event)  # rejected there
-        requested = self.estimator.estimate(job, None)
+        return super().on_submitted(event)
+
+    def admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
+        """Classify the job: its queue (rank) and the runtime EASY plans with."""
+        job = entry.job
+        requested = entry.est
         submission = self.tracker.submit(job)
         divider = self.model.divider
         if self.clairvoyant:
@@ -218,15 +218,11 @@ class ClassifyingScheduler(EasyScheduler):
             small = divider is not None and float(profile.get("delay", 0.0)) < divider
         else:
             small = self.model.is_small(submission.features)
-        est = requested
         if small and self.cap_small and divider is not None:
-            est = min(requested, divider)
-        entry = self.new_waiting(job, est)
+            entry.est = min(requested, divider)
         entry.rank_est = requested
         entry.rank = 0 if small else 1
         self.logical[job.id] = LogicalJob(job, submission, self.week, small, divider)
-        self.add_waiting(entry)
-        return entry
 
     def start(self, entry: WaitingJob, mask: int, now: float) -> list[Event]:
         decisions = super().start(entry, mask, now)

@@ -215,8 +215,13 @@ class EasyScheduler:
         if not est > 0:
             raise SchedulerError(f"job {job.id}: runtime estimate {est} is not positive")
         entry = self.new_waiting(job, est)
+        self.admit(entry, event)
         self.add_waiting(entry)
         return entry
+
+    def admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
+        """Complete a new queue entry before it is queued (a hook: classes, capped estimates)."""
+        return None
 
     def new_waiting(self, job: Job, est: float, subtime: float | None = None) -> WaitingJob:
         entry = WaitingJob(
