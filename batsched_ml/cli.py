@@ -10,16 +10,18 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import subprocess
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from batsched_ml import __version__
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.protocol.codec import ProtocolError
 from batsched_ml.replay import VARIANTS
+from batsched_ml.scheduler.core import SchedulerError
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.sim.simulator import SimulationError
 from batsched_ml.workload.convert import convert_trace
@@ -34,6 +36,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     FileNotFoundError,
     ProtocolError,
     SimulationError,
+    SchedulerError,
     ValueError,
     OSError,
 )
@@ -41,6 +44,7 @@ DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "workloads" / "KTH-SP2-
 
 
 def _cmd_workload_convert(args: argparse.Namespace) -> int:
+    output_dir(args.output)
     trace = read_swf(args.trace, lenient=args.lenient)
     workload = convert_trace(trace, machine_size=args.machine_size)
     name = args.name or trace.name
@@ -183,6 +187,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from batsched_ml.replay import run_replay, write_outputs
 
     started = time.perf_counter()
+    output_dir(args.output)
     path = Path(args.workload) if args.workload else DEFAULT_TRACE
     workload = load_workload(path, lenient=args.lenient)
     config = _config(args)
@@ -214,18 +219,21 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path):
         yield None
         return
     from batsched_ml.trainer.client import RemoteTrainer
-    from batsched_ml.trainer.process import start_trainer
+    from batsched_ml.trainer.process import TrainerProcess
 
     store = out_dir / "models"
+    params = config.forest
+    if config.variant == "class-clairvoyant":  # the true class needs no model
+        params = dataclasses.replace(params, n_estimators=0)
     process = None
     if choice == "process":
-        process, endpoint = start_trainer(store, out_dir / "trainer.sqlite", config.forest)
+        process = TrainerProcess(store, out_dir / "trainer.sqlite", params)
+        endpoint = process.endpoint
     else:
         endpoint = choice
-    params = config.forest
-    if config.variant == "class-clairvoyant":
-        params = dataclasses.replace(params, n_estimators=0)
-    trainer = RemoteTrainer(endpoint, store, params, deadline=args.trainer_deadline)
+    trainer = RemoteTrainer(
+        endpoint, store, params, deadline=args.trainer_deadline, process=process
+    )
     try:
         if process is not None:
             trainer.wait_ready(60.0)
@@ -233,10 +241,7 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path):
     finally:
         trainer.close(stop=process is not None)
         if process is not None:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            process.stop()
 
 
 def _summary_table(summary: dict) -> str:
@@ -270,6 +275,7 @@ def _summary_table(summary: dict) -> str:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from batsched_ml.replay import make_scheduler
+    from batsched_ml.served import ServedRun, serve_and_record
     from batsched_ml.transport import serve
 
     calendar = None
@@ -278,17 +284,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
         calendar = calendar_of(load_workload(args.calendar))
     config = _config(args)
+    output_dir(args.output)
     timeout = None if args.timeout <= 0 else args.timeout
     with trainer_for(args, config, Path(args.output)) as trainer:
         scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
-        count = serve(
-            args.socket,
-            scheduler.handle,
-            timeout=timeout,
-            on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
+        run = ServedRun(scheduler)
+        count = serve_and_record(
+            run,
+            lambda handler: serve(
+                args.socket,
+                handler,
+                timeout=timeout,
+                on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
+            ),
+            args.output,
         )
     print(
-        f"simulation ended after {count} messages: {len(scheduler.rejected)} job(s) rejected",
+        f"simulation ended after {count} messages: {len(scheduler.rejected)} job(s) rejected; "
+        f"wrote {Path(args.output) / 'decisions.csv'} and serve.json",
         flush=True,
     )
     return 0
@@ -311,9 +324,16 @@ def _cmd_batsim(args: argparse.Namespace) -> int:
         workload_paths=[str(Path(p).resolve()) for p in args.workload],
     )
     timeout = None if args.timeout <= 0 else args.timeout
-    count = run_batsim_peer(sim, args.socket_endpoint, timeout=timeout)
     out = Path(args.export + "_jobs.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        count = run_batsim_peer(sim, args.socket_endpoint, timeout=timeout)
+    except BaseException:
+        # the jobs finished so far, under a name no reader takes for a whole run's table
+        partial = Path(args.export + "_jobs.partial.csv")
+        jobs_csv.write_jobs_csv(partial, sim.rows)
+        print(f"batsched-ml: the run stopped early; {len(sim.rows)} job(s) in {partial}")
+        raise
     jobs_csv.write_jobs_csv(out, sim.rows)
     print(json.dumps({"messages": count, "jobs": len(sim.rows), "jobs_csv": str(out)}))
     return 0
@@ -337,8 +357,31 @@ def _cmd_paper_results(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (the usage block, sometimes ten lines, is one ``--help``
+    away; the line names it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"batsched-ml: error: {message} (see: {self.prog} --help)\n")
+
+
+def output_dir(path: str | Path) -> Path:
+    """Create ``path`` and check that it takes files, before hours of work go into it."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise OSError(
+            f"cannot write into the output directory {out}: {exc.strerror or exc}"
+        ) from None
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="batsched-ml",
         description="Batsim scheduling with online job-size classification.",
     )
@@ -418,7 +461,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scheduler_options(serve)
     _add_trainer_options(serve)
     serve.add_argument(
-        "-o", "--output", default="out", metavar="DIR", help="where a side trainer keeps models"
+        "-o",
+        "--output",
+        default="out",
+        metavar="DIR",
+        help="decisions.csv, serve.json (status complete or partial, and why) and the side "
+        "trainer's models (default: ./out)",
     )
     serve.set_defaults(handler=_cmd_serve)
 

@@ -113,7 +113,7 @@ def evaluate(features, runtimes, submit, ends, params: ForestParams, every: int)
         now = np.flatnonzero((submit >= boundary) & (submit < boundary + WEEK))
         if not len(now):
             continue
-        predicted = trained.predictor.forest.predict(features[now])
+        predicted = trained.forest.predict(features[now])
         actual = runtimes[now] < divider
         counts += [
             int((predicted & actual).sum()),

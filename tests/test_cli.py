@@ -164,3 +164,45 @@ def test_trainer_with_a_bad_endpoint_ends_with_one_line(tmp_path: Path) -> None:
         run.stderr.strip().splitlines()[-1].startswith("batsched-ml: error: cannot bind bogus://x")
     )
     assert "Traceback" not in run.stderr
+
+
+def _one_line_error(args: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("batsched-ml: error: ")
+    return code, err
+
+
+def test_configuration_mistakes_end_with_one_line_and_a_non_zero_exit(
+    tmp_path: Path, capsys
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    missing = str(tmp_path / "missing.swf")
+    cases = [
+        (["replay", "--policy", "nope"], "argument --policy: invalid choice: 'nope'"),
+        (["replay", "--variant", "nope"], "argument --variant: invalid choice: 'nope'"),
+        (["replay", "--starvation-threshold", "soon"], "--starvation-threshold"),
+        (["replay", "--trees", "many"], "argument --trees: invalid int value"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["replay", missing, "-o", str(tmp_path / "o")], f"{missing}: cannot read"),
+        (["replay", "-o", str(a_file / "out")], "cannot write into the output directory"),
+        (["serve", "-o", str(a_file / "out")], "cannot write into the output directory"),
+        (["workload", "convert", missing, "-o", str(tmp_path / "c")], f"{missing}: cannot read"),
+        (["workload", "convert", missing, "-o", str(a_file / "c")], "cannot write into"),
+        (
+            ["serve", "--calendar", str(tmp_path / "none.json"), "-o", str(tmp_path / "s")],
+            "none.json",
+        ),
+        (["batsim", "-p", str(tmp_path / "none.xml"), "-w", missing], "cannot read"),
+        (["trainer", "--store", str(a_file / "m")], "a-file"),
+    ]
+    for args, fragment in cases:
+        code, err = _one_line_error(args, capsys)
+        assert code == 2, (args, err)
+        assert fragment in err, (args, err)

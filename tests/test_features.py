@@ -145,7 +145,7 @@ def test_fast_forest_predicts_exactly_what_scikit_learn_predicts() -> None:
     forest = RandomForestClassifier(n_estimators=25, max_depth=12, random_state=0, n_jobs=1).fit(
         x, y
     )
-    fast = FastForest(forest)
+    fast = FastForest.from_forest(forest)
     test = rng.normal(size=(2000, 20))
     expected = forest.predict(test)
     assert [fast.predict_one(row) for row in test] == list(expected)

@@ -180,3 +180,83 @@ def check_swf(tmp: Path, lines: list[str], packed: bool, cut: int | None) -> Non
 @given(swf_lines, st.booleans(), st.one_of(st.none(), st.integers(1, 30)))
 def test_swf_reader_on_garbage(tmp_path_factory, lines, packed, cut) -> None:
     check_swf(tmp_path_factory.mktemp("swf"), lines, packed, cut)
+
+
+@pytest.mark.long
+@LONG_CASES
+@given(swf_lines, st.booleans(), st.one_of(st.none(), st.integers(1, 30)))
+def test_swf_reader_on_garbage_long(tmp_path_factory, lines, packed, cut) -> None:
+    check_swf(tmp_path_factory.mktemp("swf"), lines, packed, cut)
+
+
+# --- the converter: well-formed lines with wild values --------------------------------------
+
+wild = st.one_of(
+    st.integers(-5, 50),
+    st.sampled_from([-1, 0, 1, 2**31, 10**12]),
+    st.floats(-1e3, 1e13, allow_nan=False, allow_infinity=False).map(lambda v: round(v, 2)),
+)
+swf_records = st.lists(
+    st.tuples(
+        st.integers(1, 8),  # job number: duplicates likely
+        wild,  # submit time: negative, unsorted, huge
+        wild,  # run time
+        wild,  # allocated processors
+        wild,  # requested processors
+        wild,  # requested time
+    ),
+    max_size=15,
+)
+
+
+def check_conversion(tmp: Path, records, max_procs: int | None) -> None:
+    from batsched_ml.sim.loop import SerialFcfs, drive
+    from batsched_ml.sim.simulator import BatsimSimulator
+    from batsched_ml.workload.convert import MAX_MACHINE_SIZE, convert_trace
+
+    lines = [] if max_procs is None else [f"; MaxProcs: {max_procs}"]
+    for number, submit, run, alloc, req, req_time in records:
+        lines.append(
+            f"{number} {submit} -1 {run} {alloc} -1 -1 {req} {req_time} -1 1 1 1 1 1 -1 -1 -1"
+        )
+    path = tmp / "t.swf"
+    path.write_text("\n".join(lines) + "\n")
+    trace = read_swf(path)
+    try:
+        workload = convert_trace(trace)
+    except ValueError as exc:
+        assert str(exc).startswith(str(path)) and "processors" in str(exc)
+        return
+    data = workload.data
+    report = workload.report
+    assert report.kept_jobs + sum(report.dropped.values()) == len(records)
+    jobs = data["jobs"]
+    assert len(jobs) == report.kept_jobs
+    assert 1 <= data["nb_res"] <= MAX_MACHINE_SIZE
+    json.dumps(data, allow_nan=False)  # finite numbers only
+    assert len({job["id"] for job in jobs}) == len(jobs)
+    subtimes = [job["subtime"] for job in jobs]
+    assert subtimes == sorted(subtimes) and (not jobs or subtimes[0] == 0)
+    for job in jobs:
+        assert 1 <= job["res"] <= data["nb_res"]
+        delay = data["profiles"][job["profile"]]["delay"]
+        assert delay > 0
+        assert "walltime" not in job or delay < job["walltime"]
+    if jobs and data["nb_res"] <= 64:  # every kept job completes, and only once
+        sim = BatsimSimulator([data], [f"h{i}" for i in range(data["nb_res"])])
+        drive(sim, SerialFcfs())
+        assert len(sim.rows) == len(jobs)
+        assert all(",COMPLETED_SUCCESSFULLY," in row for row in sim.rows)
+
+
+@CI_CASES
+@given(swf_records, st.one_of(st.none(), st.sampled_from([1, 4, 32, 10**9])))
+def test_converter_on_wild_values(tmp_path_factory, records, max_procs) -> None:
+    check_conversion(tmp_path_factory.mktemp("conv"), records, max_procs)
+
+
+@pytest.mark.long
+@LONG_CASES
+@given(swf_records, st.one_of(st.none(), st.sampled_from([1, 4, 32, 10**9])))
+def test_converter_on_wild_values_long(tmp_path_factory, records, max_procs) -> None:
+    check_conversion(tmp_path_factory.mktemp("conv"), records, max_procs)

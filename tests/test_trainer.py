@@ -71,6 +71,47 @@ def test_unknown_schema_version_is_refused_with_a_clear_error(tmp_path: Path) ->
     assert json.loads(svc.handle(b"not json")[0])["type"] == "error"
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [0, 1.0, [1.0] * (len(FEATURE_NAMES) - 1)],  # a feature short
+        [0, 1.0, [True] + [1.0] * (len(FEATURE_NAMES) - 1)],  # a boolean is not a number
+        [0, 1.0, ["1.5"] + [1.0] * (len(FEATURE_NAMES) - 1)],  # nor is a string
+        [0, float("inf"), [1.0] * len(FEATURE_NAMES)],
+        [0, 1.0, [float("nan")] + [1.0] * (len(FEATURE_NAMES) - 1)],
+        [0.5, 1.0, [1.0] * len(FEATURE_NAMES)],  # a week is an integer
+        [0, 1.0],
+    ],
+)
+def test_a_bad_finished_job_is_named_by_its_row_and_nothing_is_stored(tmp_path: Path, bad) -> None:
+    svc = service(tmp_path)
+    good = rows(5)
+    finished = [*good[:3], bad, *good[3:]]
+    reply = ask(svc, "train", week=1, history=6, first_seq=0, finished=finished)
+    assert reply == {
+        "schema": 1,
+        "type": "error",
+        "error": f"train: finished[3] must be [week, runtime, {len(FEATURE_NAMES)} finite numbers]",
+    }
+    assert svc.history.size == 0
+
+
+def test_stored_history_holds_exactly_the_jobs_sent(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    data = rows(40)
+    ask(svc, "train", week=1, history=30, first_seq=0, finished=data[:30])
+    ask(svc, "train", week=2, history=40, first_seq=25, finished=data[25:])  # overlap kept once
+    h = svc.history
+    assert h.size == 40
+    assert h.week[:40].tolist() == [r[0] for r in data]
+    assert h.runtime[:40].tolist() == [r[1] for r in data]
+    assert np.array_equal(h.x[:40], np.array([r[2] for r in data], dtype=np.float32))
+    svc.history.close()
+    again = History(tmp_path / "h.sqlite")
+    assert again.size == 40 and np.array_equal(again.x[:40], h.x[:40])
+    assert again.runtime[:40].tolist() == h.runtime[:40].tolist()
+
+
 def test_an_expired_request_stores_the_jobs_but_trains_nothing(tmp_path: Path) -> None:
     svc = service(tmp_path)
     reply = ask(svc, "train", week=1, history=200, first_seq=0, finished=rows(200), expires=1.0)
@@ -104,8 +145,11 @@ def test_train_stores_history_and_publishes_a_model(tmp_path: Path) -> None:
         "features",
         "sha256",
     }
-    forest = ModelStore(tmp_path / "models").load(entry)
-    assert isinstance(forest, RandomForestClassifier)
+    loaded = ModelStore(tmp_path / "models").load(entry)
+    # the file holds the compiled forest: it predicts what the trainer's scikit-learn forest does
+    trained = svc._published[1]
+    probe = np.random.default_rng(5).normal(size=(300, len(FEATURE_NAMES))).astype(np.float32)
+    assert [loaded.predict_one(row) for row in probe] == list(trained.predict(probe))
     # the next week's entry rates the previous model on the jobs of its week (week 3 = rows 300-399)
     more = rows(100, seed=1, first_week=3)
     entry4 = ask(svc, "train", week=4, history=400, first_seq=300, finished=more)["entry"]
@@ -166,6 +210,55 @@ def test_a_model_file_with_untrusted_types_is_rejected_never_executed(tmp_path: 
     with pytest.raises(ModelRejected, match=r"untrusted types.*subprocess\.Popen"):
         store.load(entry)
     assert zipfile.is_zipfile(tmp_path / "week-0001.skops")
+
+
+def _write_model(root: Path, payload: object) -> dict:
+    import hashlib
+
+    data = sio.dumps(payload)
+    (root / "week-0001.skops").write_bytes(data)
+    return {"week": 1, "file": "week-0001.skops", "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_a_pickled_style_scikit_learn_object_is_not_trusted(tmp_path: Path) -> None:
+    # a model file is plain arrays; a scikit-learn estimator (types beyond skops's defaults)
+    # is refused before anything in it is built
+    x = np.random.default_rng(0).normal(size=(200, len(FEATURE_NAMES)))
+    forest = RandomForestClassifier(n_estimators=2, random_state=0).fit(x, x[:, 0] > 0)
+    entry = _write_model(tmp_path, forest)
+    with pytest.raises(ModelRejected, match=r"untrusted types.*sklearn"):
+        ModelStore(tmp_path).load(entry)
+
+
+def _compiled(tmp_path: Path) -> dict:
+    from batsched_ml.predict.forest import compile_forest
+
+    x = np.random.default_rng(0).normal(size=(400, len(FEATURE_NAMES)))
+    forest = RandomForestClassifier(n_estimators=3, max_depth=4, random_state=0)
+    return compile_forest(forest.fit(x, x[:, 0] > 0))
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda a: a["left"].__setitem__(1, 0), "not after its parent"),  # a loop back to the root
+        (lambda a: a["right"].__setitem__(0, 10_000), "outside its tree"),
+        (lambda a: a["feature"].__setitem__(0, 99), "feature out of range"),
+        (lambda a: a["right"].__setitem__(0, -1), "exactly one child"),
+        (lambda a: a["threshold"].__setitem__(0, np.nan), "threshold is not finite"),
+        (lambda a: a.__setitem__("offsets", a["offsets"][:-1]), "offsets"),
+        (lambda a: a.__setitem__("left", a["left"].astype(np.float64)), "'left' must be"),
+        (lambda a: a.pop("p1"), "expected the arrays"),
+    ],
+)
+def test_a_model_file_that_is_not_a_well_formed_forest_is_rejected(
+    tmp_path: Path, damage, reason: str
+) -> None:
+    arrays = _compiled(tmp_path)
+    ModelStore(tmp_path).load(_write_model(tmp_path, arrays))  # whole, it loads
+    damage(arrays)
+    with pytest.raises(ModelRejected, match=reason):
+        ModelStore(tmp_path).load(_write_model(tmp_path, arrays))
 
 
 # --- a replay through the trainer process ------------------------------------------------
@@ -311,3 +404,54 @@ def test_trainer_cli_refuses_a_wrong_schema_over_the_socket(tmp_path, trainer_pr
     assert sock.poll(20_000) and json.loads(sock.recv())["type"] == "bye"
     sock.close()
     assert sys.executable
+
+
+def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_completes(
+    kth_workload, tmp_path
+) -> None:
+    """The whole KTH-SP2 trace with a trainer process this run owns; the process is killed
+    (SIGKILL) while it trains week 20. Week 20 keeps week 19's model, week 21 finds the process
+    gone, restarts it on the same endpoint with its database, and every later week has a model
+    again; every job finishes exactly once."""
+    import signal
+
+    from batsched_ml.metrics import logical_jobs, read_jobs_csv
+    from batsched_ml.trainer.process import TrainerProcess
+
+    params = ForestParams()
+    owned = TrainerProcess(
+        tmp_path / "models", tmp_path / "t.sqlite", params, ["--fault-delay", "20:30"]
+    )
+    remote = RemoteTrainer(owned.endpoint, tmp_path / "models", params, deadline=5, process=owned)
+    remote.wait_ready(60)
+    asked = remote.model_for
+    used: dict[int, object] = {}
+
+    def model_for(week: int):
+        if week == 20:  # the trainer sleeps 30 s in this week's training: kill it meanwhile
+            threading.Timer(1.0, lambda: owned.process.send_signal(signal.SIGKILL)).start()
+        model = asked(week)
+        used[week] = model
+        return model
+
+    remote.model_for = model_for
+    result = run_replay(
+        kth_workload, ReplayConfig(variant="classification-idempotent"), trainer=remote
+    )
+    remote.close(stop=True)
+    owned.stop()
+    assert [(e["week"], e["event"]) for e in remote.events] == [
+        (20, "trainer_unavailable"),
+        (21, "trainer_restarted"),
+    ]
+    assert owned.restarts == 1
+    assert used[20] is used[19]  # the last good model
+    assert used[21].week == 21 and used[21].predictor is not None
+    weeks = [e["week"] for e in ModelStore(tmp_path / "models").manifest()["entries"]]
+    assert 21 in weeks and max(weeks) == max(used) and 20 not in weeks
+    summary = write_outputs(result, tmp_path / "out")
+    assert summary["trainer_events"] == remote.events
+    jobs = logical_jobs(read_jobs_csv(tmp_path / "out" / "jobs.csv"))
+    assert len(jobs) == len(kth_workload["jobs"])
+    assert sorted(jobs["job_id"].astype(str)) == sorted(str(j["id"]) for j in kth_workload["jobs"])
+    assert (jobs["final_state"] == "COMPLETED_SUCCESSFULLY").all()

@@ -85,7 +85,7 @@ def fit_week(
         importances=None if trained.importances is None else trained.importances.tolist(),
         params=params.as_dict(),
     )
-    return model, None if trained.predictor is None else trained.predictor.forest
+    return model, trained.forest
 
 
 class InProcessTrainer:

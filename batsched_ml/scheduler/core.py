@@ -125,6 +125,7 @@ class EasyScheduler:
         self._seq = 0
         self.no_more_static_jobs = False
         self.ended = False
+        self.now = 0.0  # the last message's time
         self.last_reservation: Reservation | None = None
         self.rejected: list[str] = []
         self._immediate: list[Event] = []
@@ -135,8 +136,14 @@ class EasyScheduler:
     # --- the protocol ---------------------------------------------------------------------
 
     def handle(self, message: Message) -> Message:
-        """Record the events of ``message``, run one pass if needed, return the reply."""
+        """Record the events of ``message``, run one pass if needed, return the reply.
+
+        A message that breaks Batsim's guarantees (time going back, an event after ``now`` or
+        out of order, anything after SIMULATION_ENDS, a job submitted twice, a completion of a
+        job not running) raises :class:`SchedulerError` before anything is decided: answering
+        it would mean scheduling on a state that no longer matches the simulator's."""
         now = message.now
+        self.check_order(message)
         dirty = False
         for event in message.events:
             dirty |= self.on_event(event, now)
@@ -155,6 +162,23 @@ class EasyScheduler:
             self.registration_finished = True
             decisions.append(Notify(now, "registration_finished"))
         return Message(now, decisions)
+
+    def check_order(self, message: Message) -> None:
+        if self.ended:
+            raise SchedulerError(f"a message at now={message.now} after SIMULATION_ENDS")
+        last = self.now
+        if message.now < last:
+            raise SchedulerError(
+                f"a message at now={message.now} after one at now={last}: time went back"
+            )
+        for event in message.events:
+            if not last <= event.timestamp <= message.now:
+                raise SchedulerError(
+                    f"{type(event).__name__} at {event.timestamp} in a message at "
+                    f"now={message.now} after time {last}: events out of time order"
+                )
+            last = event.timestamp
+        self.now = message.now
 
     def after_events(self, now: float) -> None:
         """Called once all events of a message are recorded, before deciding (a hook)."""

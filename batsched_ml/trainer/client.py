@@ -19,8 +19,9 @@ from typing import Any
 
 import zmq
 
-from batsched_ml.predict.forest import FastForest, ForestParams
+from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import WeeklyModel
+from batsched_ml.trainer.process import TrainerProcess
 from batsched_ml.trainer.schema import REPLIES, SchemaError, decode, encode
 from batsched_ml.trainer.store import ModelRejected, ModelStore
 
@@ -39,8 +40,10 @@ class RemoteTrainer:
         params: ForestParams,
         *,
         deadline: float = 300.0,
+        process: TrainerProcess | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.process = process
         self.store = ModelStore(store_dir)
         self.params = params
         self.deadline = deadline
@@ -64,11 +67,10 @@ class RemoteTrainer:
                     week, entry.get("divider"), None, n_train=entry.get("n_train", 0)
                 )
             else:
-                forest = self.store.load(entry, entry.get("_payload"))
                 model = WeeklyModel(
                     week,
                     entry["divider"],
-                    FastForest(forest),
+                    self.store.load(entry, entry.get("_payload")),
                     n_train=entry.get("n_train", 0),
                     train_seconds=entry.get("train_seconds", 0.0),
                     importances=entry.get("importances"),
@@ -140,7 +142,28 @@ class RemoteTrainer:
         self.acked = min(int(reply["history"]), len(self.records))
         self._greeted = True
 
+    def _supervise(self, week: int) -> None:
+        """A trainer process this run owns that has died is started again (same endpoint, same
+        database): the weeks after a crash get fresh models instead of the last good one."""
+        if self.process is None:
+            return
+        code = self.process.exit_code()
+        if code is None:
+            return
+        self.process.restart()
+        detail = f"the trainer process had exited (code {code}); restarted on {self.endpoint}"
+        log.warning("week %d: %s", week, detail)
+        self.events.append(
+            {"week": week, "event": "trainer_restarted", "detail": detail, "using": "new model"}
+        )
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+        self._greeted = False
+        self.wait_ready(60.0)  # starting is not a fault: no deadline on it
+
     def _train(self, week: int) -> dict[str, Any]:
+        self._supervise(week)
         started = time.monotonic()
         if not self._greeted:
             self._greet()

@@ -1,10 +1,11 @@
-"""Starting and stopping a side trainer process for a replay or a serve run."""
+"""Starting, supervising and stopping a side trainer process for a replay or a serve run."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from batsched_ml.predict.forest import ForestParams
@@ -38,6 +39,51 @@ def trainer_command(
         "3600",
     ]
     return command
+
+
+class TrainerProcess:
+    """A side trainer process owned by one run: started on a free loopback port, restarted on
+    the same port if it dies (with its database, so it resumes from the stored history), and
+    stopped at the end. Its output goes to ``STORE/trainer.log``."""
+
+    def __init__(
+        self,
+        store_dir: Path,
+        db_path: Path,
+        params: ForestParams,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.store_dir = Path(store_dir)
+        self.db_path = Path(db_path)
+        self.params = params
+        self.extra_args = list(extra_args)
+        self.endpoint = free_tcp_endpoint()
+        self.restarts = 0
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        self.process = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen:
+        command = trainer_command(self.endpoint, self.store_dir, self.db_path, self.params)
+        with (self.store_dir / "trainer.log").open("ab") as log:
+            return subprocess.Popen(
+                [*command, *self.extra_args], stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def exit_code(self) -> int | None:
+        """``None`` while it runs."""
+        return self.process.poll()
+
+    def restart(self) -> None:
+        self.process = self._spawn()
+        self.restarts += 1
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Wait for it to exit (after a ``stop`` request), killing it after ``timeout``."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def start_trainer(

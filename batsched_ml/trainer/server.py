@@ -32,6 +32,10 @@ class History:
 
     def __init__(self, path: str | Path) -> None:
         self.db = sqlite3.connect(str(path))
+        # WAL without a sync per commit: a commit survives the trainer's crash, and a job lost
+        # to a machine crash is resent by the scheduler after ``hello``
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS finished ("
             "seq INTEGER PRIMARY KEY, week INTEGER NOT NULL, runtime REAL NOT NULL, "
@@ -58,31 +62,44 @@ class History:
                 self.db.executemany("INSERT INTO finished VALUES (?, ?, ?, ?)", self._unsaved)
             self._unsaved = []
 
-    def extend(self, first_seq: int, rows: list[list[Any]], *, persist: bool = True) -> None:
-        """Store jobs ``first_seq``, ``first_seq + 1``, ...; rows already stored are kept.
+    def extend(
+        self,
+        first_seq: int,
+        weeks: np.ndarray,
+        runtimes: np.ndarray,
+        features: np.ndarray,
+        *,
+        persist: bool = True,
+    ) -> None:
+        """Store jobs ``first_seq``, ``first_seq + 1``, ... (one row of each array per job; see
+        :func:`~batsched_ml.trainer.schema.check_train`); jobs already stored are kept.
         With ``persist=False`` they reach SQLite at the next :meth:`persist` (the server does it
         after replying; if it dies in between, the scheduler resends them after ``hello``)."""
-        fresh = rows[max(0, self.size - first_seq) :] if first_seq <= self.size else None
-        if fresh is None:
+        if first_seq > self.size:
             return  # a gap: the caller will be told what is missing
-        records = []
-        for week, runtime, features in fresh:
-            values = np.asarray(features, dtype=np.float32)
-            records.append((self.size + len(records), week, float(runtime), values.tobytes()))
-        if not records:
+        skip = self.size - first_seq
+        weeks, runtimes, features = weeks[skip:], runtimes[skip:], features[skip:]
+        if not len(weeks):
             return
-        self._unsaved.extend(records)
+        start, needed = self.size, self.size + len(weeks)
+        self._unsaved.extend(
+            zip(
+                range(start, needed),
+                weeks.tolist(),
+                runtimes.tolist(),
+                map(np.ndarray.tobytes, features),
+                strict=True,
+            )
+        )
         if persist:
             self.persist()
-        needed = self.size + len(records)
         while needed > len(self.runtime):
             self.x = np.concatenate([self.x, np.zeros_like(self.x)])
             self.runtime = np.concatenate([self.runtime, np.zeros_like(self.runtime)])
             self.week = np.concatenate([self.week, np.zeros_like(self.week)])
-        for seq, week, runtime, blob in records:
-            self.x[seq] = np.frombuffer(blob, dtype=np.float32)
-            self.runtime[seq] = runtime
-            self.week[seq] = week
+        self.x[start:needed] = features
+        self.runtime[start:needed] = runtimes
+        self.week[start:needed] = weeks
         self.size = needed
 
     def close(self) -> None:
@@ -125,10 +142,10 @@ class TrainerService:
         if kind == "stop":
             return encode("bye"), True
         try:
-            check_train(message, len(FEATURE_NAMES))
+            arrays = check_train(message, len(FEATURE_NAMES))
         except SchemaError as exc:
             return encode("error", error=str(exc)), False
-        self.history.extend(message["first_seq"], message["finished"], persist=False)
+        self.history.extend(message["first_seq"], *arrays, persist=False)
         wanted = message["history"]
         if self.history.size < wanted:
             return encode("missing", history=self.history.size), False
@@ -182,7 +199,7 @@ class TrainerService:
                 **meta,
             }
         else:
-            entry, self.payload = self.store.serialise(week, forest, meta)
+            entry, self.payload = self.store.serialise(week, model.predictor.arrays, meta)
             self._published = (week, forest, model.divider)
         self._pending = (dict(entry), size)
         return entry

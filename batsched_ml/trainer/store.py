@@ -1,14 +1,19 @@
 """The model store: one skops file per week and a manifest, written atomically.
 
-``DIR/week-0042.skops`` holds the Random Forest of week 42 in skops format (never pickle);
+``DIR/week-0042.skops`` holds the Random Forest of week 42 in skops format (never pickle), as
+the flat arrays the scheduler executes (:func:`batsched_ml.predict.forest.compile_forest`: tree
+offsets, children, features, thresholds, leaf probabilities), so loading it needs no type beyond
+skops's defaults and takes a millisecond, where the scikit-learn object took 40 ms to write and
+as much to read at every week boundary (the side trainer's whole overhead);
 ``DIR/manifest.json`` has one entry per week: the file, its sha256, the divider, the training-set
 size and time, the quality of the previous week's model on the jobs of that week, and the feature
 list. Files are written to a temporary name, flushed and renamed, so a reader sees a whole file or
 none.
 
 Loading is defensive: a file whose sha256 differs from its manifest entry, that skops cannot read
-(truncated), or that holds a type outside :data:`TRUSTED_TYPES` is rejected with
-:class:`ModelRejected` and never executed.
+(truncated), that holds a type outside skops's defaults and :data:`TRUSTED_TYPES`, or whose arrays
+are not a well-formed forest (:func:`~batsched_ml.predict.forest.check_compiled`: a tree walk that
+could loop or leave its tree) is rejected with :class:`ModelRejected` and never executed.
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import skops.io as sio
-from sklearn.ensemble import RandomForestClassifier
 from skops.io.exceptions import UntrustedTypesFoundException
 
 from batsched_ml.predict.features import FEATURE_NAMES
+from batsched_ml.predict.forest import FastForest, check_compiled
 
-#: Types a weekly model may contain beyond those skops trusts by default.
-TRUSTED_TYPES = ["sklearn.tree._tree.Tree"]
+#: Types a weekly model may contain beyond those skops trusts by default: none, a model file is
+#: a dict of numpy arrays.
+TRUSTED_TYPES: list[str] = []
 
 
 class ModelRejected(RuntimeError):
@@ -66,14 +73,14 @@ class ModelStore:
     def save(
         self,
         week: int,
-        forest: RandomForestClassifier,
+        arrays: dict[str, np.ndarray],
         meta: dict[str, Any],
         *,
         record: bool = True,
     ) -> dict:
-        """Write the model of ``week`` (and, with ``record``, its manifest entry); return the
-        entry."""
-        data = sio.dumps(forest, compression=0)
+        """Write the compiled forest of ``week`` (and, with ``record``, its manifest entry);
+        return the entry."""
+        data = sio.dumps(arrays, compression=0)
         name = f"week-{week:04d}.skops"
         _atomic_write(self.root / name, data)
         entry = {
@@ -88,10 +95,11 @@ class ModelStore:
         return entry
 
     def serialise(
-        self, week: int, forest: RandomForestClassifier, meta: dict[str, Any]
+        self, week: int, arrays: dict[str, np.ndarray], meta: dict[str, Any]
     ) -> tuple[dict[str, Any], bytes]:
-        """The skops bytes of a model and its manifest entry, without writing anything."""
-        data = sio.dumps(forest, compression=0)
+        """The skops bytes of a compiled forest and its manifest entry, without writing
+        anything."""
+        data = sio.dumps(arrays, compression=0)
         entry = {
             "week": week,
             "file": f"week-{week:04d}.skops",
@@ -117,7 +125,7 @@ class ModelStore:
             self.manifest_path, (json.dumps(manifest, indent=1) + "\n").encode(), durable=True
         )
 
-    def load(self, entry: dict[str, Any], data: bytes | None = None) -> RandomForestClassifier:
+    def load(self, entry: dict[str, Any], data: bytes | None = None) -> FastForest:
         """The forest of a manifest entry, after every check. ``data``: the file's bytes when
         the trainer sent them along (they get the same checks as bytes read from disk)."""
         path = self.root / entry["file"]
@@ -137,8 +145,10 @@ class ModelStore:
             raise ModelRejected(f"{path}: contains untrusted types: {exc}") from None
         except Exception as exc:
             raise ModelRejected(f"{path}: not a readable skops file: {exc}") from None
-        if not isinstance(model, RandomForestClassifier):
-            raise ModelRejected(f"{path}: holds a {type(model).__name__}, not a random forest")
-        if model.n_features_in_ != len(FEATURE_NAMES):
-            raise ModelRejected(f"{path}: expects {model.n_features_in_} features")
-        return model
+        try:
+            check_compiled(model)
+        except ValueError as exc:
+            raise ModelRejected(f"{path}: not a well-formed forest: {exc}") from None
+        if int(model["n_features"]) != len(FEATURE_NAMES):
+            raise ModelRejected(f"{path}: expects {int(model['n_features'])} features")
+        return FastForest(model)

@@ -64,6 +64,10 @@ DROP_RULES = (
 )
 CHANGE_RULES = ("missing_requested_time", "walltime_raised", "unsorted_submit_time")
 
+#: The largest machine a platform is generated for: well above any real one (the largest trace
+#: at hand has 80,640 cores), well below a size whose host list would not fit in memory.
+MAX_MACHINE_SIZE = 10_000_000
+
 
 @dataclass
 class CleaningReport:
@@ -119,13 +123,26 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
     jobs = trace.jobs
     report = CleaningReport(input_jobs=len(jobs), skipped_lines=len(trace.skipped_lines))
     size = machine_size or trace.header.machine_size
-    processors = np.where(
-        jobs["requested_processors"].to_numpy() > 0,
-        jobs["requested_processors"].to_numpy(),
-        jobs["allocated_processors"].to_numpy(),
+    # a fractional processor count (malformed, but it parses) needs the next whole machine
+    processors = np.ceil(
+        np.where(
+            jobs["requested_processors"].to_numpy() > 0,
+            jobs["requested_processors"].to_numpy(),
+            jobs["allocated_processors"].to_numpy(),
+        )
     )
     if size is None:
-        size = int(processors.max()) if len(processors) else 1
+        size = max(1, int(processors.max())) if len(processors) else 1
+    if size > MAX_MACHINE_SIZE:
+        origin = (
+            "its MaxProcs header"
+            if machine_size is None and trace.header.machine_size
+            else ("its largest job")
+        )
+        raise ValueError(
+            f"{trace.path}: a machine of {size} processors ({origin}) is beyond "
+            f"{MAX_MACHINE_SIZE:,}; is the trace right?"
+        )
 
     run_time = jobs["run_time"].to_numpy()
     keep = np.ones(len(jobs), dtype=bool)

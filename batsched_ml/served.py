@@ -1,0 +1,112 @@
+"""What a served run leaves behind: the scheduler's decisions and a status that says whether the
+run is complete.
+
+Against a real Batsim the job table is Batsim's to write; the scheduler's side of the story is
+``decisions.csv`` (every decision it sent, in order: time, type, job, machines) and
+``serve.json``. When the run ends early (the peer went silent or disconnected, sent a message
+that breaks the protocol, or the user interrupted it) both are still written, ``serve.json``
+says ``"status": "partial"`` with the reason, and lists the jobs the scheduler knew of that had
+not finished, so that no job is lost without a trace.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from batsched_ml.protocol.events import (
+    CallMeLater,
+    ExecuteJob,
+    KillJob,
+    Message,
+    Notify,
+    RegisterJob,
+    RejectJob,
+)
+
+DECISION_COLUMNS = ("time", "type", "job_id", "detail")
+
+
+def _describe(event: Any) -> tuple[str, str, str]:
+    if isinstance(event, ExecuteJob):
+        return "EXECUTE_JOB", event.job_id, str(event.alloc)
+    if isinstance(event, RejectJob):
+        return "REJECT_JOB", event.job_id, ""
+    if isinstance(event, KillJob):
+        return "KILL_JOB", " ".join(event.job_ids), ""
+    if isinstance(event, RegisterJob):
+        return "REGISTER_JOB", event.job_id, ""
+    if isinstance(event, CallMeLater):
+        return "CALL_ME_LATER", "", f"{event.when:g}"
+    if isinstance(event, Notify):
+        return "NOTIFY", "", event.type
+    return type(event).__name__, "", ""
+
+
+class ServedRun:
+    """Wraps a scheduler's ``handle`` to keep the decisions and the message count."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self.decisions: list[tuple[float, str, str, str]] = []
+        self.messages = 0
+        self.last_now: float | None = None
+
+    def handle(self, message: Message) -> Message:
+        self.messages += 1
+        self.last_now = message.now
+        reply = self.scheduler.handle(message)
+        for event in reply.events:
+            self.decisions.append((event.timestamp, *_describe(event)))
+        return reply
+
+    def status(self, reason: str | None) -> dict[str, Any]:
+        scheduler = self.scheduler
+        out: dict[str, Any] = {
+            "status": "complete" if reason is None else "partial",
+            "reason": reason,
+            "messages": self.messages,
+            "last_time": self.last_now,
+            "decisions": len(self.decisions),
+            "rejected": list(scheduler.rejected),
+            "waiting": sorted(scheduler.waiting),
+            "running": sorted(scheduler.running),
+        }
+        events = getattr(getattr(scheduler, "trainer", None), "events", None)
+        if events is not None:
+            out["trainer_events"] = events
+        return out
+
+    def write(self, out_dir: str | Path, reason: str | None) -> dict[str, Any]:
+        """Write ``decisions.csv`` and ``serve.json``; ``reason`` is ``None`` for a complete
+        run, else why it stopped."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "decisions.csv").open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(DECISION_COLUMNS)
+            for time, kind, job_id, detail in self.decisions:
+                writer.writerow((f"{time:g}", kind, job_id, detail))
+        status = self.status(reason)
+        (out / "serve.json").write_text(json.dumps(status, indent=1) + "\n")
+        return status
+
+
+def serve_and_record(
+    run: ServedRun, serve: Callable[[Callable[[Message], Message]], int], out_dir: str | Path
+) -> int:
+    """Run ``serve(handler)`` and write the outputs whatever happens; errors propagate after
+    the outputs are written (marked partial, with the error as the reason)."""
+    try:
+        count = serve(run.handle)
+    except BaseException as exc:
+        reason = str(exc) or type(exc).__name__
+        if isinstance(exc, KeyboardInterrupt):
+            reason = "interrupted"
+        run.write(out_dir, reason)
+        raise
+    run.write(out_dir, None)
+    return count

@@ -1,0 +1,102 @@
+"""Invariants of a schedule, checked on job tables: every workload job finishes exactly once, no
+job starts before its submission, no machine runs two jobs at once (so the processors in use
+never exceed the machine), every killed job was resubmitted and its last attempt completed, and
+a second run gives a byte-identical table.
+
+CI checks them on a slice of KTH-SP2 under every policy. The long version (``pytest -m long
+tests/test_invariants.py``) replays every trace in ``../shared/traces`` under every policy with
+``classification-idempotent``, twice; each case leaves ``runs/invariants/TRACE-POLICY.json``
+(jobs, rows, kills, seconds), summarised in ``docs/reliability.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from procset import ProcSet
+
+from batsched_ml.alloc import mask_of
+from batsched_ml.metrics import RESUBMIT_SUFFIX, logical_jobs, max_machines_in_use, read_jobs_csv
+from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.scheduler.policies import POLICIES
+from batsched_ml.workload.io import load_workload
+from tests.conftest import ROOT, TRACES, workload_head
+
+
+def check_schedule(table: pd.DataFrame, workload: dict[str, Any]) -> dict[str, int]:
+    """Assert the invariants on a job table; return what was checked."""
+    ids = sorted(str(job["id"]) for job in workload["jobs"])
+    logical = logical_jobs(table)
+    # every workload job exactly once, finished (a rejection would say why, none is expected:
+    # the converter drops jobs larger than the machine)
+    assert sorted(logical["job_id"].astype(str)) == ids
+    assert (logical["final_state"] == "COMPLETED_SUCCESSFULLY").all()
+    # each attempt starts at or after its own submission, and after the original's
+    assert (table["starting_time"] >= table["submission_time"]).all()
+    # no machine runs two jobs at once: a sweep over starts and finishes (finishes first at
+    # equal times: a machine freed at t can be used from t)
+    events = []
+    for start, finish, alloc in zip(
+        table["starting_time"], table["finish_time"], table["allocated_resources"], strict=True
+    ):
+        mask = mask_of(ProcSet.from_str(str(alloc)))
+        events.append((finish, 0, mask))
+        events.append((start, 1, mask))
+    events.sort(key=lambda e: (e[0], e[1]))
+    busy = 0
+    for _time, kind, mask in events:
+        if kind == 0:
+            busy ^= mask
+        else:
+            assert not busy & mask, f"a machine of {mask:b} runs two jobs at {_time}"
+            busy |= mask
+    assert max_machines_in_use(table) <= int(workload["nb_res"])
+    # a killed attempt is followed by a resubmission; the last attempt is not killed
+    killed = table["final_state"] == "COMPLETED_KILLED"
+    resubmitted = table["workload_name"].astype(str).str.endswith(RESUBMIT_SUFFIX)
+    assert int(killed.sum()) == int(resubmitted.sum())
+    assert int((logical["attempts"] - 1).sum()) == int(killed.sum())
+    return {"jobs": len(ids), "rows": len(table), "kills": int(killed.sum())}
+
+
+def replay_twice(workload: dict[str, Any], config: ReplayConfig, out: Path) -> pd.DataFrame:
+    first = run_replay(workload, config)
+    write_outputs(first, out)
+    second = run_replay(workload, config)
+    assert second.rows == first.rows, "a second run gave another job table"
+    return read_jobs_csv(out / "jobs.csv")
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_invariants_on_a_kth_slice(kth_workload, policy: str, tmp_path: Path) -> None:
+    workload = workload_head(kth_workload, 3000)
+    config = ReplayConfig(policy=policy, variant="classification-idempotent")
+    checked = check_schedule(replay_twice(workload, config, tmp_path), workload)
+    assert checked["jobs"] == 3000 and checked["kills"] > 0
+
+
+TRACE_FILES = sorted(TRACES.glob("*.swf.gz")) if TRACES.is_dir() else []
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("trace", TRACE_FILES, ids=lambda p: p.name.removesuffix(".swf.gz"))
+def test_invariants_on_every_trace(trace: Path, policy: str, tmp_path: Path) -> None:
+    started = time.perf_counter()
+    workload = load_workload(trace)
+    config = ReplayConfig(policy=policy, variant="classification-idempotent")
+    checked = check_schedule(replay_twice(workload, config, tmp_path), workload)
+    record = {
+        "trace": workload["trace"],
+        "policy": policy,
+        **checked,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    out = ROOT / "runs" / "invariants"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{workload['trace']}-{policy}.json").write_text(json.dumps(record) + "\n")
