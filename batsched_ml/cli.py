@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from batsched_ml import __version__
+from batsched_ml.collect import CollectError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.protocol.codec import ProtocolError
 from batsched_ml.replay import VARIANTS
@@ -37,6 +38,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     ProtocolError,
     SimulationError,
     SchedulerError,
+    CollectError,
     ValueError,
     OSError,
 )
@@ -239,38 +241,31 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path):
             trainer.wait_ready(60.0)
         yield trainer
     finally:
-        trainer.close(stop=process is not None)
+        trainer.close(stop=process is not None or getattr(args, "stop_trainer", False))
         if process is not None:
             process.stop()
 
 
 def _summary_table(summary: dict) -> str:
-    rows = [
-        ("trace", str(summary.get("trace"))),
-        ("policy", f"{summary['config']['policy']} ({summary['config']['variant']})"),
-        (
-            "jobs",
-            f"{summary['jobs']:,} ({summary['finished']:,} finished, "
-            f"{summary['rejected']} rejected)",
-        ),
-        ("mean bounded slowdown", f"{summary['mean_bsld']:.2f}"),
-        ("mean wait", f"{summary['mean_wait']:.0f} s"),
-        ("max wait", f"{summary['max_wait']:.0f} s"),
-        ("makespan", f"{summary['makespan']:.0f} s"),
-        ("utilisation", f"{summary['utilisation']:.1%}"),
-    ]
-    if "classification" in summary:
-        quality = summary["classification"]
-        rows += [
-            (
-                "classification",
-                f"accuracy {quality.get('accuracy', 0):.1%}, precision "
-                f"{quality.get('precision', 0):.1%}, recall {quality.get('recall', 0):.1%}",
-            ),
-            ("killed and resubmitted", f"{summary['kills']:,}"),
-        ]
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+    from batsched_ml.collect import summary_table
+
+    return summary_table(summary)
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from batsched_ml.collect import collect, summary_table
+
+    summary = collect(
+        args.batsim_jobs,
+        args.workload,
+        args.scheduler,
+        args.output,
+        wait=args.wait,
+        status_dir=args.status_dir,
+    )
+    print(summary_table(summary))
+    print(f"wrote {Path(args.output) / 'jobs.csv'}, summary.json and report.md")
+    return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -288,7 +283,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     timeout = None if args.timeout <= 0 else args.timeout
     with trainer_for(args, config, Path(args.output)) as trainer:
         scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
-        run = ServedRun(scheduler)
+        run = ServedRun(scheduler, config.as_dict())
         count = serve_and_record(
             run,
             lambda handler: serve(
@@ -362,7 +357,17 @@ class _Parser(argparse.ArgumentParser):
     away; the line names it)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"batsched-ml: error: {message} (see: {self.prog} --help)\n")
+        line = f"batsched-ml: error: {message} (see: {self.prog} --help)"
+        print(line, file=sys.stderr)
+        raise UsageError(line)
+
+
+class UsageError(SystemExit):
+    """A command line argparse refused (exit code 2); ``line`` is the error printed."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(2)
+        self.line = line
 
 
 def output_dir(path: str | Path) -> Path:
@@ -461,6 +466,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scheduler_options(serve)
     _add_trainer_options(serve)
     serve.add_argument(
+        "--stop-trainer",
+        action="store_true",
+        help="ask the trainer at --trainer ENDPOINT to stop when the simulation ends (a "
+        "trainer dedicated to this run, as in the docker compose set-up)",
+    )
+    serve.add_argument(
         "-o",
         "--output",
         default="out",
@@ -517,6 +528,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     batsim.set_defaults(handler=_cmd_batsim)
 
+    collect = commands.add_parser(
+        "collect",
+        help="check a served run and write its job table, summary and report",
+        description="Wait for the scheduler's serve.json and Batsim's _jobs.csv, check the run "
+        "is whole (status complete, every workload job finished exactly once), and write "
+        "OUT/jobs.csv, OUT/summary.json and OUT/report.md, as a replay does.",
+    )
+    collect.add_argument("--batsim-jobs", required=True, metavar="CSV", help="Batsim's _jobs.csv")
+    collect.add_argument("--workload", required=True, help="the workload Batsim ran (JSON or SWF)")
+    collect.add_argument(
+        "--scheduler", required=True, metavar="DIR", help="the output folder of `serve`"
+    )
+    collect.add_argument("-o", "--output", default="out", metavar="DIR")
+    collect.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for the run to end (default: it has ended)",
+    )
+    collect.add_argument(
+        "--status-dir",
+        metavar="DIR",
+        help="where the other services write their BATSCHED_ML_STATUS_FILE: stop waiting, "
+        "with the reason, as soon as one of them failed",
+    )
+    collect.set_defaults(handler=_cmd_collect)
+
     results = commands.add_parser(
         "paper-results",
         help="run the paper's evaluation (traces x policies x variants) and write docs/results.md",
@@ -536,24 +575,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
+    """Run a command; return its exit code and the error line it printed (if any)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return int(args.handler(args))
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        return 2, exc.line
+    except SystemExit as exc:  # --help, --version
+        return (exc.code if isinstance(exc.code, int) else 0), None
+    try:
+        return int(args.handler(args)), None
     except USER_ERRORS as exc:
-        print(f"batsched-ml: error: {exc}", file=sys.stderr)
-        return 2
+        message = f"batsched-ml: error: {exc}"
+        print(message, file=sys.stderr)
+        return 2, message
     except Exception as exc:
         from batsched_ml.transport import TransportError
 
         if isinstance(exc, TransportError):
-            print(f"batsched-ml: error: {exc}", file=sys.stderr)
-            return 1
+            message = f"batsched-ml: error: {exc}"
+            print(message, file=sys.stderr)
+            return 1, message
         raise
     except KeyboardInterrupt:
         print("batsched-ml: interrupted", file=sys.stderr)
-        return 130
+        return 130, "interrupted"
+
+
+STATUS_FILE_VARIABLE = "BATSCHED_ML_STATUS_FILE"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. With ``BATSCHED_ML_STATUS_FILE`` set, the exit code and the error line
+    are also written there as JSON when the command ends: in the docker compose set-up, the
+    ``experiment`` service reads them to fail at once, with the reason, when another service
+    failed."""
+    status_file = os.environ.get(STATUS_FILE_VARIABLE)
+    code, error = 1, "crashed (see its output)"
+    try:
+        code, error = _run(argv)
+        if error is None and code != 0:
+            error = f"exit code {code}"
+        return code
+    finally:
+        if status_file:
+            command = list(sys.argv[1:] if argv is None else argv)[:2]
+            record = {"command": command, "exit_code": code, "error": error}
+            path = Path(status_file)
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -49,8 +49,9 @@ def _describe(event: Any) -> tuple[str, str, str]:
 class ServedRun:
     """Wraps a scheduler's ``handle`` to keep the decisions and the message count."""
 
-    def __init__(self, scheduler: Any) -> None:
+    def __init__(self, scheduler: Any, config: dict[str, Any] | None = None) -> None:
         self.scheduler = scheduler
+        self.config = config or {}
         self.decisions: list[tuple[float, str, str, str]] = []
         self.messages = 0
         self.last_now: float | None = None
@@ -68,6 +69,7 @@ class ServedRun:
         out: dict[str, Any] = {
             "status": "complete" if reason is None else "partial",
             "reason": reason,
+            "config": self.config,
             "messages": self.messages,
             "last_time": self.last_now,
             "decisions": len(self.decisions),
@@ -91,6 +93,12 @@ class ServedRun:
             for time, kind, job_id, detail in self.decisions:
                 writer.writerow((f"{time:g}", kind, job_id, detail))
         status = self.status(reason)
+        from batsched_ml.replay import write_classification
+        from batsched_ml.scheduler.classified import ClassifyingScheduler
+
+        if isinstance(self.scheduler, ClassifyingScheduler):
+            # classification.csv, weekly_quality.csv, feature_importance.csv, as a replay has
+            status["classification"] = write_classification(self.scheduler, out)
         (out / "serve.json").write_text(json.dumps(status, indent=1) + "\n")
         return status
 

@@ -1,0 +1,169 @@
+"""Collecting a served run: Batsim's job table and the scheduler's status, into the same outputs
+a replay writes (``jobs.csv``, ``summary.json``) plus a short ``report.md``.
+
+This is the last step of the docker compose experiment (``batsched-ml collect``), and works the
+same for a real Batsim as for the stand-in. It waits for the scheduler's ``serve.json`` (written
+when the simulation ends, or when the run stops early) and for Batsim's ``_jobs.csv``, then
+refuses to report a run that is not whole: a partial scheduler status, a missing job table, or a
+table in which some workload job does not appear exactly once as finished ends with
+:class:`CollectError` and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from batsched_ml.metrics import logical_jobs, read_jobs_csv, summarize
+from batsched_ml.workload.io import load_workload
+
+SCHEDULER_TABLES = ("decisions.csv", "classification.csv", "weekly_quality.csv")
+
+
+class CollectError(RuntimeError):
+    """The run cannot be reported; the message says why."""
+
+
+def failed_service(status_dir: Path | None) -> str | None:
+    """The first service whose status file (``BATSCHED_ML_STATUS_FILE``, one JSON per service)
+    records a failure, described with its error line."""
+    if status_dir is None or not status_dir.is_dir():
+        return None
+    for path in sorted(status_dir.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # being written
+        if record.get("exit_code") not in (0, None):
+            return f"{path.stem} failed (exit {record['exit_code']}): {record.get('error')}"
+    return None
+
+
+def wait_for(
+    path: Path,
+    timeout: float,
+    what: str,
+    sleep: Callable[[float], None],
+    status_dir: Path | None = None,
+) -> None:
+    """Wait for ``path``; give up after ``timeout`` seconds, or at once when another service
+    has failed (it will never come)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        failure = failed_service(status_dir)
+        if failure is not None:
+            raise CollectError(failure)
+        if time.monotonic() >= deadline:
+            raise CollectError(f"{what} ({path}) did not appear within {timeout:g} s")
+        sleep(1.0)
+
+
+def collect(
+    batsim_jobs: str | Path,
+    workload_path: str | Path,
+    scheduler_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    wait: float = 0.0,
+    status_dir: str | Path | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Check the run and write ``OUT/jobs.csv``, ``OUT/summary.json``, ``OUT/report.md`` and
+    copies of the scheduler's tables; return the summary."""
+    batsim_jobs = Path(batsim_jobs)
+    scheduler_dir = Path(scheduler_dir)
+    status_path = scheduler_dir / "serve.json"
+    statuses = None if status_dir is None else Path(status_dir)
+    wait_for(status_path, wait, "the scheduler's status", sleep, statuses)
+    status = json.loads(status_path.read_text())
+    if status.get("status") != "complete":
+        raise CollectError(f"the scheduler stopped early: {status.get('reason')}")
+    wait_for(batsim_jobs, max(wait, 30.0) if wait else 0.0, "Batsim's job table", sleep, statuses)
+    workload = load_workload(workload_path)
+    table = read_jobs_csv(batsim_jobs)
+    logical = logical_jobs(table)
+    expected = {str(job["id"]) for job in workload["jobs"]}
+    seen = logical["job_id"].astype(str)
+    if len(seen) != len(expected) or set(seen) != expected:
+        missing = len(expected - set(seen))
+        raise CollectError(
+            f"{batsim_jobs}: {len(seen)} jobs for a workload of {len(expected)} ({missing} missing)"
+        )
+    summary = {
+        "trace": workload.get("trace"),
+        "config": status.get("config", {}),
+        "workload_jobs": len(expected),
+        **summarize(
+            table,
+            nb_machines=int(workload["nb_res"]),
+            unix_start_time=workload.get("unix_start_time"),
+            time_zone=workload.get("time_zone_string"),
+        ),
+        "rejected_jobs": status.get("rejected", []),
+        "scheduler": {k: status[k] for k in ("status", "messages", "decisions") if k in status},
+    }
+    for key in ("classification", "trainer_events"):
+        if key in status:
+            summary[key] = status[key]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(batsim_jobs, out / "jobs.csv")
+    for name in SCHEDULER_TABLES:
+        if (scheduler_dir / name).exists():
+            shutil.copyfile(scheduler_dir / name, out / name)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "report.md").write_text(report_text(summary))
+    return summary
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """The few figures a person reads first, one per line."""
+    config = summary.get("config", {})
+    rows = [
+        ("trace", str(summary.get("trace"))),
+        ("policy", f"{config.get('policy')} ({config.get('variant')})"),
+        (
+            "jobs",
+            f"{summary['jobs']:,} ({summary['finished']:,} finished, "
+            f"{summary['rejected']} rejected)",
+        ),
+        ("mean bounded slowdown", f"{summary['mean_bsld']:.2f}"),
+        ("mean wait", f"{summary['mean_wait']:.0f} s"),
+        ("max wait", f"{summary['max_wait']:.0f} s"),
+        ("makespan", f"{summary['makespan']:.0f} s"),
+        ("utilisation", f"{summary['utilisation']:.1%}"),
+    ]
+    if "classification" in summary:
+        quality = summary["classification"]
+        rows += [
+            (
+                "classification",
+                f"accuracy {quality.get('accuracy') or 0:.1%}, precision "
+                f"{quality.get('precision') or 0:.1%}, recall {quality.get('recall') or 0:.1%}",
+            ),
+            ("killed and resubmitted", f"{summary['kills']:,}"),
+        ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def report_text(summary: dict[str, Any]) -> str:
+    lines = [
+        f"# {summary.get('trace')}: {summary['config'].get('policy')} "
+        f"({summary['config'].get('variant')})",
+        "",
+        "```",
+        summary_table(summary),
+        "```",
+        "",
+    ]
+    events = summary.get("trainer_events") or []
+    if events:
+        lines += ["Trainer events:", ""]
+        lines += [f"- week {e['week']}: {e['event']} ({e.get('detail', '')})" for e in events]
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,344 @@
+"""The docker compose set-up: checked statically, run as plain processes (what CI can do), and
+run for real with a Docker engine (``pytest -m docker``; skipped without an engine).
+
+The process-level run reads the very commands, arguments and environment of the compose file,
+maps the container paths (/data, /traces, /out) to folders and the service host names to
+loopback, and runs the services in the compose order: prepare, then trainer and scheduler, then
+the Batsim stand-in, then experiment."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from batsched_ml.cli import build_parser
+from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.workload.io import load_workload
+from tests.conftest import KTH, ROOT
+
+COMPOSE = ROOT / "docker-compose.yml"
+STANDIN = ROOT / "docker-compose.standin.yml"
+SERVICES = ["prepare", "trainer", "scheduler", "batsim", "experiment"]
+VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def expand(value: Any, env: dict[str, str]) -> Any:
+    """Compose's ``${VAR:-default}`` substitution, from ``env`` or the default."""
+    if isinstance(value, str):
+        return VARIABLE.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value)
+    if isinstance(value, list):
+        return [expand(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: expand(v, env) for k, v in value.items()}
+    return value
+
+
+def services(env: dict[str, str] | None = None, standin: bool = False) -> dict[str, Any]:
+    found = load(COMPOSE)["services"]
+    if standin:
+        for name, override in load(STANDIN)["services"].items():
+            found[name] = {**found[name], **override}
+    return expand(found, env or {})
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def port(endpoint: str) -> tuple[str, int]:
+    host, number = endpoint.removeprefix("tcp://").rsplit(":", 1)
+    return host, int(number)
+
+
+# --- static checks ---------------------------------------------------------------------------
+
+
+def test_the_compose_file_has_the_services_and_our_image_is_built_from_this_repository() -> None:
+    found = services()
+    assert list(found) == SERVICES
+    ours = [name for name in SERVICES if name != "batsim"]
+    for name in ours:
+        assert found[name]["image"].startswith("batsched-ml:")
+        build = found[name]["build"]
+        assert (ROOT / build["context"] / build["dockerfile"]).is_file()
+    assert found["batsim"]["image"] == "oarteam/batsim:4.2.1"
+    assert services({"BATSIM_TAG": "4.3"})["batsim"]["image"] == "oarteam/batsim:4.3"
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    for line in dockerfile.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), source
+    assert "USER batsched" in dockerfile and 'ENTRYPOINT ["batsched-ml"]' in dockerfile
+    standin = services(standin=True)["batsim"]
+    assert standin["image"] == found["prepare"]["image"]
+    assert standin["entrypoint"] == ["batsched-ml", "batsim"]
+    assert standin["command"] == found["batsim"]["command"]  # the same arguments
+
+
+def test_every_command_parses_and_the_batsim_arguments_suit_the_stand_in() -> None:
+    found = services()
+    parser = build_parser()
+    for name in SERVICES:
+        command = found[name]["command"]
+        args = ["batsim", *command] if name == "batsim" else command
+        parsed = parser.parse_args(args)  # a refused argument raises
+        assert parsed.handler is not None
+    batsim = found["batsim"]["command"]
+    assert "--enable-dynamic-jobs" in batsim and "--acknowledge-dynamic-jobs" in batsim
+
+
+def test_ports_host_names_and_files_agree_between_services() -> None:
+    found = services()
+    cmd = {name: found[name]["command"] for name in SERVICES}
+    # Batsim connects where the scheduler binds; the scheduler where the trainer binds
+    assert port(option(cmd["batsim"], "-s")) == ("scheduler", 28000)
+    assert port(option(cmd["scheduler"], "--socket")) == ("*", 28000)
+    assert port(option(cmd["scheduler"], "--trainer")) == ("trainer", 28100)
+    assert port(option(cmd["trainer"], "--socket")) == ("*", 28100)
+    for name, number in (("scheduler", 28000), ("trainer", 28100)):
+        assert f"('127.0.0.1', {number})" in " ".join(found[name]["healthcheck"]["test"])
+    # prepare writes what the others read
+    out = option(cmd["prepare"], "-o")
+    name = option(cmd["prepare"], "--name")
+    workload, platform = f"{out}/{name}.json", f"{out}/{name}_platform.xml"
+    assert option(cmd["batsim"], "-w") == workload and option(cmd["batsim"], "-p") == platform
+    assert option(cmd["scheduler"], "--calendar") == workload
+    assert option(cmd["experiment"], "--workload") == workload
+    assert option(cmd["experiment"], "--batsim-jobs") == option(cmd["batsim"], "-e") + "_jobs.csv"
+    assert option(cmd["experiment"], "--scheduler") == option(cmd["scheduler"], "-o")
+    status_dir = option(cmd["experiment"], "--status-dir")
+    standin = services(standin=True)
+    for name in ("prepare", "trainer", "scheduler", "batsim"):
+        status = standin[name]["environment"]["BATSCHED_ML_STATUS_FILE"]
+        assert status == f"{status_dir}/{name}.json"
+    # the default trace exists where the bind mount takes it from
+    trace = option(cmd["prepare"], "convert")
+    mount = next(v for v in found["prepare"]["volumes"] if v.endswith(":/traces:ro"))
+    assert (ROOT / mount.split(":")[0] / trace.removeprefix("/traces/")).is_file()
+    assert "/out" in [v.split(":")[1] for v in found["experiment"]["volumes"]]
+
+
+def test_every_setting_of_the_compose_file_is_documented() -> None:
+    readme = (ROOT / "README.md").read_text()
+    names = set(VARIABLE.findall(COMPOSE.read_text()))
+    assert {n for n, _ in names} >= {"TRACE", "TRACE_DIR", "POLICY", "VARIANT", "BATSIM_TAG"}
+    for name, _default in names:
+        assert f"`{name}`" in readme, name
+
+
+# --- the same commands as plain processes -------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def localise(value: Any, places: dict[str, str], ports: dict[int, int]) -> Any:
+    if isinstance(value, list):
+        return [localise(v, places, ports) for v in value]
+    if isinstance(value, dict):
+        return {k: localise(v, places, ports) for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+    for inside, outside in places.items():
+        if value == inside or value.startswith(inside + "/"):
+            return outside + value[len(inside) :]
+    match = re.fullmatch(r"tcp://([^:]+):(\d+)", value)
+    if match:
+        return f"tcp://127.0.0.1:{ports[int(match.group(2))]}"
+    return value
+
+
+def slice_of_kth(folder: Path, jobs: int) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(KTH, "rt") as source:
+        lines = [line for line in source if line.startswith(";")]
+    with gzip.open(KTH, "rt") as source:
+        body = [line for line in source if not line.startswith(";")][:jobs]
+    (folder / "kth-slice.swf").write_text("".join(lines + body))
+    return "kth-slice.swf"
+
+
+def test_the_compose_services_run_as_plain_processes_on_loopback(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    env = {"TRACE": slice_of_kth(traces, 2500), "TRACE_DIR": str(traces), "POLICY": "saf"}
+    found = services(env, standin=True)
+    places = {"/data": str(tmp_path / "data"), "/traces": str(traces), "/out": str(tmp_path / "o")}
+    ports = {28000: free_port(), 28100: free_port()}
+    python = [sys.executable, "-m", "batsched_ml"]
+
+    def argv(name: str) -> list[str]:
+        service = found[name]
+        entry = service.get("entrypoint", ["batsched-ml"])
+        assert entry[0] == "batsched-ml"
+        return python + entry[1:] + localise(service["command"], places, ports)
+
+    def environment(name: str) -> dict[str, str]:
+        extra = localise(found[name].get("environment", {}), places, ports)
+        return {**os.environ, **extra}
+
+    def run(name: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            argv(name), env=environment(name), capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, (name, done.stderr)
+        return done
+
+    background: list[subprocess.Popen] = []
+    try:
+        run("prepare")
+        for name in ("trainer", "scheduler"):  # started together, as compose does
+            background.append(
+                subprocess.Popen(
+                    argv(name),
+                    env=environment(name),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        run("batsim")
+        shown = run("experiment").stdout
+        for process in background:  # the scheduler ends with the simulation, the trainer on stop
+            assert process.wait(timeout=60) == 0, process.stderr.read()
+    finally:
+        for process in background:
+            process.kill()
+    out = tmp_path / "o"
+    assert "policy                  saf (classification-idempotent)" in shown
+    statuses = sorted(p.name for p in (tmp_path / "data" / "status").iterdir())
+    assert statuses == ["batsim.json", "prepare.json", "scheduler.json", "trainer.json"]
+    # the same experiment in one process gives the same job table and figures
+    workload = load_workload(tmp_path / "data" / "input" / "workload.json")
+    config = ReplayConfig(policy="saf", variant="classification-idempotent")
+    expected = write_outputs(run_replay(workload, config), tmp_path / "replay")
+    assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("jobs", "finished", "mean_bsld", "mean_wait", "kills", "monthly"):
+        assert summary[key] == expected[key], key
+    timing = "train_seconds"  # a measured duration, the only figure that may differ
+    assert {k: v for k, v in summary["classification"].items() if k != timing} == {
+        k: v for k, v in expected["classification"].items() if k != timing
+    }
+    assert summary["jobs"] == len(workload["jobs"]) > 2400 and summary["trainer_events"] == []
+    assert (
+        (out / "report.md").read_text().startswith("# kth-slice: saf (classification-idempotent)")
+    )
+
+
+def test_experiment_fails_at_once_with_the_reason_when_a_service_failed(tmp_path: Path) -> None:
+    found = services(standin=True)
+    places = {"/data": str(tmp_path / "data"), "/traces": str(tmp_path), "/out": str(tmp_path)}
+    status = tmp_path / "data" / "status"
+    status.mkdir(parents=True)
+    failed = subprocess.run(
+        [sys.executable, "-m", "batsched_ml", "serve", "--policy", "nope"],
+        env={**os.environ, "BATSCHED_ML_STATUS_FILE": str(status / "scheduler.json")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failed.returncode == 2
+    started = time.monotonic()
+    command = localise(found["experiment"]["command"], places, {})
+    done = subprocess.run(
+        [sys.executable, "-m", "batsched_ml", *command], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and time.monotonic() - started < 30
+    assert done.stderr.strip() == (
+        "batsched-ml: error: scheduler failed (exit 2): batsched-ml: error: argument --policy: "
+        "invalid choice: 'nope' (choose from 'fcfs', 'saf', 'spf', 'wfp') "
+        "(see: batsched-ml serve --help)"
+    )
+
+
+# --- for real, with a Docker engine ----------------------------------------------------------
+
+
+def compose_command() -> list[str] | None:
+    if shutil.which("docker") is None:
+        return None
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return None
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+@pytest.mark.docker
+def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
+    compose = compose_command()
+    if compose is None:
+        pytest.skip("no Docker engine (or no compose) here")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {
+        **os.environ,
+        "OUT_DIR": str(out),
+        "HOST_UID": str(os.getuid()),
+        "HOST_GID": str(os.getgid()),
+    }
+    project = ["-p", f"bsmltest{os.getpid()}", "-f", str(COMPOSE), "-f", str(STANDIN)]
+    build = subprocess.run(
+        ["docker", "build", "-f", "docker/Dockerfile", "-t", "batsched-ml:local", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    try:
+        up = subprocess.run(
+            [*compose, *project, "up", "--no-build", "experiment"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        print(up.stdout[-3000:])
+        state = subprocess.run(
+            [*compose, *project, "ps", "-a", "-q", "experiment"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        code = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.ExitCode}}", *state],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        assert code == "0", up.stdout[-3000:] + up.stderr[-3000:]
+    finally:
+        subprocess.run([*compose, *project, "down", "-v"], cwd=ROOT, env=env, capture_output=True)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trace"] == "KTH-SP2-1996-2.1-cln" and summary["jobs"] == 28_467
+    assert summary["finished"] == 28_467 and summary["config"]["policy"] == "fcfs"
+    assert summary["config"]["variant"] == "classification-idempotent"
+    assert summary["trainer_events"] == [] and summary["kills"] > 0
+    # the job table of the compose run is the in-process replay's
+    workload = load_workload(KTH)
+    config = ReplayConfig(variant="classification-idempotent")
+    expected = run_replay(workload, config)
+    write_outputs(expected, tmp_path / "replay")
+    assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
