@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from batsched_ml import __version__
+from batsched_ml.campaign import CampaignError
 from batsched_ml.collect import CollectError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.protocol.codec import ProtocolError
@@ -39,6 +40,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     SimulationError,
     SchedulerError,
     CollectError,
+    CampaignError,
     ValueError,
     OSError,
 )
@@ -250,6 +252,43 @@ def _summary_table(summary: dict) -> str:
     from batsched_ml.collect import summary_table
 
     return summary_table(summary)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from batsched_ml.report.page import write_report
+
+    page = write_report(args.runs, output_dir(args.output))
+    print(f"wrote {page} and the figures next to it")
+    return 0
+
+
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from batsched_ml.campaign import load_campaign, run_campaign
+
+    campaign = load_campaign(args.config)
+    if args.scheduler is not None:
+        campaign.scheduler = args.scheduler
+    if args.workers is not None:
+        campaign.workers = args.workers
+    output_dir(campaign.output)
+    with tqdm(total=len(campaign.runs), unit="run", disable=args.quiet) as bar:
+
+        def progress(row: dict, done: int, total: int) -> None:
+            bar.update(1)
+            bar.set_postfix_str(f"{row['trace']} {row['policy']} {row['variant']} {row['status']}")
+
+        table = run_campaign(campaign, progress=progress)
+    counts = table["status"].value_counts().to_dict()
+    print(
+        f"{len(table)} runs: {counts.get('done', 0)} done, {counts.get('existing', 0)} already "
+        f"there, {counts.get('failed', 0)} failed; wrote {campaign.output / 'results.parquet'} "
+        "and results.csv"
+    )
+    for row in table[table["status"] == "failed"].to_dict("records"):
+        print(f"  failed: {row['trace']} {row['policy']} {row['variant']}: {row['error']}")
+    return 1 if counts.get("failed") else 0
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -555,6 +594,31 @@ def build_parser() -> argparse.ArgumentParser:
         "with the reason, as soon as one of them failed",
     )
     collect.set_defaults(handler=_cmd_collect)
+
+    report = commands.add_parser(
+        "report",
+        help="figures (PNG) and one self-contained HTML page from run folders",
+        description="Read every run (summary.json and jobs.csv) under RUN_DIR..., and write the "
+        "paper's figures per trace as PNG, index.html (figures inlined, summary tables) and "
+        "summary.csv into OUT.",
+    )
+    report.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    report.add_argument("-o", "--output", default="report", metavar="DIR", help="default: ./report")
+    report.set_defaults(handler=_cmd_report)
+
+    campaign = commands.add_parser(
+        "campaign",
+        help="run traces x policies x variants (x seeds) as Dask tasks, resumable",
+        description="Expand CONFIG.toml (see campaigns/paper.toml) into replays and run them on "
+        "a local Dask cluster sized to the machine, or on the cluster at --scheduler. Runs "
+        "already done are skipped; a failing run is recorded and the others go on. Writes "
+        "OUTPUT/results.parquet and results.csv (exit 1 if a run failed).",
+    )
+    campaign.add_argument("config", metavar="CONFIG.toml")
+    campaign.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster")
+    campaign.add_argument("--workers", type=int, metavar="N", help="local Dask workers")
+    campaign.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    campaign.set_defaults(handler=_cmd_campaign)
 
     results = commands.add_parser(
         "paper-results",

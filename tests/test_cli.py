@@ -206,3 +206,34 @@ def test_configuration_mistakes_end_with_one_line_and_a_non_zero_exit(
         code, err = _one_line_error(args, capsys)
         assert code == 2, (args, err)
         assert fragment in err, (args, err)
+
+
+def test_class_clairvoyant_through_the_trainer_process_matches_in_process(
+    kth_workload, tmp_path: Path, capsys
+) -> None:
+    # regression: the trainer process was started with the forest set-up of the other variants
+    # (40 trees) while this variant asks for none, so every week was refused and every job ran
+    # as large; the job tables must agree
+    workload = write_slice(kth_workload, tmp_path / "w.json", 1500)
+    for trainer in ("process", "inprocess"):
+        code = main(
+            [
+                "replay",
+                str(workload),
+                "--variant",
+                "class-clairvoyant",
+                "--trainer",
+                trainer,
+                "-q",
+                "-o",
+                str(tmp_path / trainer),
+            ]
+        )
+        assert code == 0
+    capsys.readouterr()
+    summary = json.loads((tmp_path / "process" / "summary.json").read_text())
+    assert summary["trainer_events"] == []
+    assert summary["classification"]["weeks_with_model"] == 0  # the true class needs no model
+    assert (tmp_path / "process" / "jobs.csv").read_bytes() == (
+        tmp_path / "inprocess" / "jobs.csv"
+    ).read_bytes()

@@ -1,0 +1,246 @@
+"""Campaigns: traces x policies x variants (x seeds) expanded into replays, run as Dask tasks.
+
+A campaign file (TOML) names what to run and where results go::
+
+    [campaign]
+    output = "runs/paper"                 # run folders: OUTPUT/TRACE/POLICY-VARIANT[-seedN]
+    trace_dir = "../shared/traces"        # TRACE.swf.gz files (relative to the campaign file)
+    traces = ["KTH-SP2-1996-2.1-cln"]
+    policies = ["fcfs", "spf"]
+    variants = ["base", "classification-idempotent"]
+    seeds = [0]                           # the forest's random_state; optional, default [0]
+
+    [dask]
+    scheduler = ""                        # an existing cluster's address; "" = a local one
+    workers = 0                           # local workers; 0 = one per core
+
+Seeds only apply to variants that train a forest (``classification``,
+``classification-idempotent``); the others are deterministic and run once. Seed 0 keeps the
+plain folder name, so the runs of ``paper-results`` count as done.
+
+Each replay is one Dask task (:func:`run_one`): it loads and converts its trace, replays it
+with the in-process trainer and writes the run folder; a run whose ``summary.json`` exists is
+skipped (a campaign resumes after an interruption); a failing run is recorded with its error
+and the others go on. The results table, one row per run (status, seconds, the main figures),
+is written to ``OUTPUT/results.parquet`` and ``OUTPUT/results.csv``; ``batsched-ml report
+OUTPUT`` reads it. The same file runs on a laptop or, with ``[dask] scheduler``, on a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import tomllib
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from batsched_ml.replay import VARIANTS
+from batsched_ml.scheduler.policies import POLICIES
+
+SEEDED_VARIANTS = ("classification", "classification-idempotent")
+RESULT_COLUMNS = (
+    "trace",
+    "policy",
+    "variant",
+    "seed",
+    "status",
+    "seconds",
+    "path",
+    "jobs",
+    "mean_bsld",
+    "cumulative_bsld",
+    "mean_wait",
+    "max_wait",
+    "kills",
+    "accuracy",
+    "error",
+)
+
+
+class CampaignError(ValueError):
+    """A campaign file that cannot be run; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    trace: str
+    policy: str
+    variant: str
+    seed: int = 0
+
+    def folder(self, output: Path) -> Path:
+        suffix = f"-seed{self.seed}" if self.seed else ""
+        return output / self.trace / f"{self.policy}-{self.variant}{suffix}"
+
+
+@dataclass
+class Campaign:
+    output: Path
+    trace_dir: Path
+    runs: list[RunSpec]
+    scheduler: str = ""
+    workers: int = 0
+    source: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _list(table: dict[str, Any], key: str, path: Path, allowed=None, default=None) -> list:
+    value = table.get(key, default)
+    if not isinstance(value, list) or not value:
+        raise CampaignError(f"{path}: [campaign] {key} must be a non-empty list")
+    if allowed is not None:
+        unknown = [v for v in value if v not in allowed]
+        if unknown:
+            raise CampaignError(
+                f"{path}: [campaign] {key}: unknown {unknown} (choose from {', '.join(allowed)})"
+            )
+    return value
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read and expand a campaign file; relative paths are taken from the file's folder."""
+    path = Path(path)
+    try:
+        config = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise CampaignError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CampaignError(f"{path}: not valid TOML: {exc}") from None
+    table = config.get("campaign")
+    if not isinstance(table, dict):
+        raise CampaignError(f"{path}: no [campaign] table")
+    base = path.parent
+    traces = _list(table, "traces", path)
+    policies = _list(table, "policies", path, sorted(POLICIES))
+    variants = _list(table, "variants", path, list(VARIANTS))
+    seeds = _list(table, "seeds", path, default=[0])
+    if not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise CampaignError(f"{path}: [campaign] seeds must be non-negative integers")
+    runs = expand(traces, policies, variants, seeds)
+    dask = config.get("dask", {})
+    return Campaign(
+        output=(base / table.get("output", "runs/campaign")).resolve(),
+        trace_dir=(base / table.get("trace_dir", "traces")).resolve(),
+        runs=runs,
+        scheduler=str(dask.get("scheduler", "")),
+        workers=int(dask.get("workers", 0)),
+        source=path,
+    )
+
+
+def expand(
+    traces: list[str], policies: list[str], variants: list[str], seeds: list[int]
+) -> list[RunSpec]:
+    """Every run of the campaign, once: seeds multiply only the variants that train a forest."""
+    runs: list[RunSpec] = []
+    for trace in traces:
+        for policy in policies:
+            for variant in variants:
+                for seed in seeds if variant in SEEDED_VARIANTS else [seeds[0]]:
+                    spec = RunSpec(trace, policy, variant, seed)
+                    if spec not in runs:
+                        runs.append(spec)
+    return runs
+
+
+def _row(spec: RunSpec, folder: Path, status: str, seconds: float, error: str = "") -> dict:
+    row: dict[str, Any] = {
+        **asdict(spec),
+        "status": status,
+        "seconds": round(seconds, 1),
+        "path": spec.folder(Path(".")).as_posix(),  # relative to the results table's folder
+        "error": error,
+    }
+    summary_path = folder / "summary.json"
+    if status != "failed" and summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        for key in ("jobs", "mean_bsld", "cumulative_bsld", "mean_wait", "max_wait", "kills"):
+            row[key] = summary.get(key)
+        row["accuracy"] = (summary.get("classification") or {}).get("accuracy")
+    return row
+
+
+def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
+    """One replay as a task: skipped if done, its error recorded (not raised) if it fails."""
+    folder = spec.folder(Path(output))
+    if (folder / "summary.json").exists():
+        return _row(spec, folder, "existing", 0.0)
+    started = time.perf_counter()
+    try:
+        import dataclasses
+
+        from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+        from batsched_ml.workload.io import load_workload
+
+        workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
+        config = ReplayConfig(policy=spec.policy, variant=spec.variant)
+        config = dataclasses.replace(
+            config, forest=dataclasses.replace(config.forest, random_state=spec.seed)
+        )
+        write_outputs(run_replay(workload, config), folder)
+    except Exception as exc:  # recorded in the results table; the campaign goes on
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return _row(spec, folder, "failed", time.perf_counter() - started, last)
+    return _row(spec, folder, "done", time.perf_counter() - started)
+
+
+def _client(campaign: Campaign):
+    from dask.distributed import Client, LocalCluster
+
+    if campaign.scheduler:
+        return Client(campaign.scheduler), None
+    workers = campaign.workers or os.cpu_count() or 1
+    cluster = LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    return Client(cluster), cluster
+
+
+def run_campaign(
+    campaign: Campaign, *, progress: Callable[[dict[str, Any], int, int], None] | None = None
+) -> pd.DataFrame:
+    """Run every replay of ``campaign`` on Dask and write the results table; return it."""
+    from dask.distributed import as_completed
+
+    campaign.output.mkdir(parents=True, exist_ok=True)
+    client, cluster = _client(campaign)
+    rows: list[dict[str, Any]] = []
+    try:
+        futures = [
+            client.submit(run_one, spec, str(campaign.trace_dir), str(campaign.output), pure=False)
+            for spec in campaign.runs
+        ]
+        for done, future in enumerate(as_completed(futures), start=1):
+            row = future.result()
+            rows.append(row)
+            if progress is not None:
+                progress(row, done, len(futures))
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    table = results_table(rows, campaign.runs)
+    write_results(table, campaign.output)
+    return table
+
+
+def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFrame:
+    rank = {asdict(spec).__repr__(): i for i, spec in enumerate(order)}
+    rows = sorted(
+        rows,
+        key=lambda r: rank.get(
+            {k: r[k] for k in ("trace", "policy", "variant", "seed")}.__repr__(), 0
+        ),
+    )
+    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+def write_results(table: pd.DataFrame, output: Path) -> None:
+    table.to_csv(output / "results.csv", index=False)
+    table.to_parquet(output / "results.parquet", index=False)

@@ -1,0 +1,173 @@
+"""The numbers behind the report's figures, computed from run folders (no drawing here, so that
+tests check the values plotted).
+
+A run folder is what ``replay`` (or ``collect``) writes: ``summary.json`` and ``jobs.csv``, and
+for classified variants ``weekly_quality.csv`` and ``feature_importance.csv``. Runs are grouped
+by trace, then policy and variant as their ``summary.json`` says.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from batsched_ml.metrics import logical_jobs, read_jobs_csv, with_job_metrics
+
+DAY = 86_400.0
+#: The paper's variants, in the order its figures show them.
+VARIANT_ORDER = (
+    "base",
+    "classification",
+    "classification-idempotent",
+    "class-clairvoyant",
+    "runtime-clairvoyant",
+)
+POLICY_ORDER = ("fcfs", "wfp", "spf", "saf")
+
+
+@dataclass
+class Run:
+    path: Path
+    summary: dict[str, Any]
+    _jobs: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def trace(self) -> str:
+        return str(self.summary.get("trace"))
+
+    @property
+    def policy(self) -> str:
+        return str(self.summary["config"]["policy"])
+
+    @property
+    def variant(self) -> str:
+        return str(self.summary["config"]["variant"])
+
+    def jobs(self) -> pd.DataFrame:
+        """Logical jobs (attempts folded), read once."""
+        if self._jobs is None:
+            self._jobs = logical_jobs(read_jobs_csv(self.path / "jobs.csv"))
+        return self._jobs
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        path = self.path / name
+        return pd.read_csv(path) if path.exists() else None
+
+
+def find_runs(paths: list[str | Path]) -> list[Run]:
+    """Every run under ``paths`` (a run folder, or a folder holding run folders at any depth),
+    sorted by trace, policy and variant in the paper's order."""
+    found: dict[Path, Run] = {}
+    for root in map(Path, paths):
+        if not root.exists():
+            raise FileNotFoundError(f"{root}: no such run folder")
+        candidates = [root / "summary.json"] if (root / "summary.json").exists() else []
+        results = root / "results.csv"
+        if results.exists():  # a campaign's table names its runs (failed ones have no folder)
+            table = pd.read_csv(results)
+            table = table[table["status"] != "failed"]
+            candidates += [root / p / "summary.json" for p in table["path"]]
+        else:
+            candidates += sorted(root.rglob("*/summary.json"))
+        for summary_path in candidates:
+            folder = summary_path.parent.resolve()
+            if folder in found or not summary_path.exists() or not (folder / "jobs.csv").exists():
+                continue
+            summary = json.loads(summary_path.read_text())
+            if "config" in summary:
+                found[folder] = Run(folder, summary)
+    if not found:
+        raise FileNotFoundError(f"no run (summary.json and jobs.csv) under {', '.join(paths)}")
+    return sorted(found.values(), key=_order)
+
+
+def _order(run: Run) -> tuple:
+    policy = POLICY_ORDER.index(run.policy) if run.policy in POLICY_ORDER else len(POLICY_ORDER)
+    variant = (
+        VARIANT_ORDER.index(run.variant) if run.variant in VARIANT_ORDER else len(VARIANT_ORDER)
+    )
+    return (run.trace, policy, variant, str(run.path))
+
+
+def by_trace(runs: list[Run]) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = {}
+    for run in runs:
+        out.setdefault(run.trace, []).append(run)
+    return out
+
+
+def cumulative_bsld(run: Run) -> pd.DataFrame:
+    """Figure 6: bounded slowdown (the metrics module's) summed over jobs in order of
+    submission, against the day of submission (from the first)."""
+    jobs = with_job_metrics(run.jobs()).sort_values(["submission_time", "job_id"], kind="stable")
+    return pd.DataFrame(
+        {
+            "day": jobs["submission_time"].to_numpy(dtype=float) / DAY,
+            "cumulative_bsld": np.cumsum(jobs["bsld"].to_numpy(dtype=float)),
+        }
+    )
+
+
+def monthly_bsld(run: Run) -> pd.DataFrame:
+    """Figure 7: mean bounded slowdown per calendar month of the trace."""
+    monthly = run.summary.get("monthly") or {}
+    return pd.DataFrame(
+        [(month, values["mean_bsld"], values["jobs"]) for month, values in monthly.items()],
+        columns=["month", "mean_bsld", "jobs"],
+    )
+
+
+def class_bsld(runs: list[Run]) -> pd.DataFrame:
+    """Figure 8: mean bounded slowdown of the actually small and the actually large jobs, per
+    policy and variant (runs that report them)."""
+    rows = [
+        (run.policy, run.variant, run.summary.get("bsld_small"), run.summary.get("bsld_large"))
+        for run in runs
+        if run.summary.get("bsld_small") is not None
+    ]
+    return pd.DataFrame(rows, columns=["policy", "variant", "bsld_small", "bsld_large"])
+
+
+def total_bsld(runs: list[Run]) -> pd.DataFrame:
+    """Figure 9: total (summed) bounded slowdown per policy and variant."""
+    rows = [(run.policy, run.variant, run.summary["cumulative_bsld"]) for run in runs]
+    return pd.DataFrame(rows, columns=["policy", "variant", "total_bsld"])
+
+
+def weekly_quality(run: Run) -> pd.DataFrame | None:
+    """Figure 4: accuracy, precision and recall of each week's model on that week's jobs."""
+    table = run.table("weekly_quality.csv")
+    if table is None:
+        return None
+    table = table[table["model"].astype(bool)]
+    return table[["week", "accuracy", "precision", "recall"]].dropna(subset=["accuracy"])
+
+
+def importances(run: Run) -> pd.DataFrame | None:
+    """Figure 5: the Gini importance of each feature, one row per week (the feature ``week``,
+    the week of the year, is renamed ``week_of_year``: the first column already is ``week``)."""
+    path = run.path / "feature_importance.csv"
+    if not path.exists():
+        return None
+    table = pd.read_csv(path, header=None, skiprows=1)
+    header = path.read_text().split("\n", 1)[0].split(",")
+    table.columns = ["week", *("week_of_year" if h == "week" else h for h in header[1:])]
+    return table
+
+
+def runtime_distribution(run: Run) -> dict[str, Any]:
+    """Figure 1: requested and actual runtimes (seconds) of every job, and the divider (the
+    median of actual runtimes, the paper's definition of small)."""
+    jobs = with_job_metrics(run.jobs())
+    actual = jobs["runtime"].to_numpy(dtype=float)
+    requested = jobs["requested_time"].to_numpy(dtype=float)
+    return {
+        "requested": requested[requested > 0],
+        "actual": actual[actual > 0],
+        "divider": float(np.median(actual)) if len(actual) else None,
+    }

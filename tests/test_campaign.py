@@ -1,0 +1,150 @@
+"""Campaigns: the expansion of a campaign file, a run on a local Dask cluster with a failing
+run recorded, resuming, and `report` reading the results table."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from batsched_ml.campaign import CampaignError, RunSpec, expand, load_campaign, run_campaign
+from batsched_ml.cli import main
+from batsched_ml.report.data import find_runs
+from tests.conftest import KTH, ROOT
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_expansion_multiplies_seeds_only_where_a_forest_is_trained() -> None:
+    runs = expand(["A", "B"], ["fcfs", "spf"], ["base", "classification-idempotent"], seeds=[0, 7])
+    assert len(runs) == 2 * 2 * (1 + 2)
+    assert runs[:3] == [
+        RunSpec("A", "fcfs", "base", 0),
+        RunSpec("A", "fcfs", "classification-idempotent", 0),
+        RunSpec("A", "fcfs", "classification-idempotent", 7),
+    ]
+    assert RunSpec("A", "fcfs", "base", 7) not in runs
+    assert RunSpec("A", "spf", "base", 0).folder(Path("o")) == Path("o/A/spf-base")
+    assert RunSpec("A", "spf", "classification", 7).folder(Path("o")) == Path(
+        "o/A/spf-classification-seed7"
+    )
+
+
+def test_the_shipped_paper_campaign_is_the_paper_s_evaluation() -> None:
+    campaign = load_campaign(ROOT / "campaigns" / "paper.toml")
+    assert len(campaign.runs) == 5 * 4 * 5
+    assert campaign.output.resolve() == (ROOT / "runs" / "paper").resolve()
+    assert {r.trace for r in campaign.runs} >= {"KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[campaign]\ntraces=['A']\npolicies=['fifo']\nvariants=['base']\n", "policies: unknown"),
+        ("[campaign]\ntraces=['A']\npolicies=['fcfs']\nvariants=['nope']\n", "variants: unknown"),
+        ("[campaign]\ntraces=[]\npolicies=['fcfs']\nvariants=['base']\n", "traces must be"),
+        ("[campaign]\ntraces=['A']\npolicies=['fcfs']\nvariants=['base']\nseeds=[-1]\n", "seeds"),
+        ("[other]\n", r"no \[campaign\] table"),
+        ("[campaign\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_campaign_file_is_named_with_its_field(tmp_path: Path, text, message) -> None:
+    path = write(tmp_path / "c.toml", text)
+    with pytest.raises(CampaignError, match=message) as caught:
+        load_campaign(path)
+    assert str(caught.value).startswith(str(path))
+
+
+def small_trace(folder: Path, jobs: int = 1500) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(KTH, "rt") as source:
+        lines = source.readlines()
+    header = [line for line in lines if line.startswith(";")]
+    body = [line for line in lines if not line.startswith(";")][:jobs]
+    with gzip.open(folder / "kth-small.swf.gz", "wt") as out:
+        out.writelines(header + body)
+    return "kth-small"
+
+
+def test_a_campaign_runs_on_dask_records_failures_resumes_and_feeds_report(tmp_path) -> None:
+    trace = small_trace(tmp_path / "traces")
+    config = write(
+        tmp_path / "c.toml",
+        f"""
+[campaign]
+output = "out"
+trace_dir = "traces"
+traces = ["{trace}", "missing-trace"]
+policies = ["fcfs"]
+variants = ["base", "classification-idempotent"]
+seeds = [0, 3]
+
+[dask]
+workers = 2
+""",
+    )
+    campaign = load_campaign(config)
+    table = run_campaign(campaign)
+    assert len(table) == 2 * 3
+    ok = table[table["trace"] == trace]
+    assert ok["status"].tolist() == ["done"] * 3
+    assert ok["seed"].tolist() == [0, 0, 3]
+    assert (ok["jobs"] > 1400).all() and ok["mean_bsld"].notna().all()
+    failed = table[table["trace"] == "missing-trace"]
+    assert failed["status"].tolist() == ["failed"] * 3
+    assert failed["error"].str.contains("missing-trace.swf.gz").all()
+    written = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    csv = pd.read_csv(tmp_path / "out" / "results.csv", keep_default_na=False, na_values=[""])
+    assert written["status"].tolist() == csv["status"].tolist() == table["status"].tolist()
+    assert written["mean_bsld"].tolist()[:3] == csv["mean_bsld"].tolist()[:3]
+    # the two seeds train different forests: the same jobs, another schedule
+    seeded = tmp_path / "out" / trace / "fcfs-classification-idempotent"
+    first = (seeded / "jobs.csv").read_bytes()
+    assert (
+        first != (seeded.parent / "fcfs-classification-idempotent-seed3" / "jobs.csv").read_bytes()
+    )
+
+    # resuming: done runs are kept, one removed run is redone identically
+    (seeded / "summary.json").unlink()
+    again = run_campaign(campaign)
+    keys = zip(again["variant"], again["seed"], again["trace"], strict=True)
+    statuses = dict(zip(keys, again["status"], strict=True))
+    assert statuses[("classification-idempotent", 0, trace)] == "done"
+    assert statuses[("base", 0, trace)] == "existing"
+    assert statuses[("classification-idempotent", 3, trace)] == "existing"
+    assert (seeded / "jobs.csv").read_bytes() == first
+
+    # report reads the results table: the three runs that exist
+    runs = find_runs([tmp_path / "out"])
+    assert sorted((r.variant, r.path.name) for r in runs) == [
+        ("base", "fcfs-base"),
+        ("classification-idempotent", "fcfs-classification-idempotent"),
+        ("classification-idempotent", "fcfs-classification-idempotent-seed3"),
+    ]
+
+
+def test_the_campaign_command_exits_non_zero_when_a_run_failed(tmp_path, capsys) -> None:
+    small_trace(tmp_path / "traces", 300)
+    config = write(
+        tmp_path / "c.toml",
+        """
+[campaign]
+output = "out"
+trace_dir = "traces"
+traces = ["kth-small", "nope"]
+policies = ["fcfs"]
+variants = ["base"]
+
+[dask]
+workers = 1
+""",
+    )
+    assert main(["campaign", str(config), "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "2 runs: 1 done, 0 already there, 1 failed" in out
+    assert "failed: nope fcfs base:" in out
