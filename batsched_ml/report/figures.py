@@ -86,34 +86,32 @@ def monthly_bsld(runs: list[Run], trace: str) -> Figure | None:
     return fig
 
 
+def _grouped_bars(ax, table, column: str, ylabel: str) -> None:
+    """Bars of ``column`` per policy (groups) and variant (bars, the paper's order)."""
+    policies = list(dict.fromkeys(table["policy"]))
+    variants = [v for v in data.VARIANT_ORDER if v in set(table["variant"])]
+    width = 0.8 / len(variants)
+    x = np.arange(len(policies))
+    for i, variant in enumerate(variants):
+        values = table[table["variant"] == variant].set_index("policy").reindex(policies)
+        offset = (i - (len(variants) - 1) / 2) * width
+        ax.bar(x + offset, values[column], width, label=variant, color=COLOURS.get(variant))
+    ax.set_xticks(x, [p.upper() for p in policies])
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y")
+
+
 def class_bsld(runs: list[Run], trace: str) -> Figure | None:
     """Figure 8: mean bounded slowdown of small and of large jobs per policy and variant."""
     table = data.class_bsld(runs)
     if table.empty:
         return None
-    policies = list(dict.fromkeys(table["policy"]))
-    variants = [v for v in data.VARIANT_ORDER if v in set(table["variant"])]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    width = 0.8 / len(variants)
-    x = np.arange(len(policies))
     for ax, column, title in zip(
         axes, ("bsld_small", "bsld_large"), ("small jobs", "large jobs"), strict=True
     ):
-        for i, variant in enumerate(variants):
-            values = (
-                table[table["variant"] == variant].set_index("policy").reindex(policies)[column]
-            )
-            ax.bar(
-                x + (i - (len(variants) - 1) / 2) * width,
-                values,
-                width,
-                label=variant,
-                color=COLOURS.get(variant),
-            )
-        ax.set_xticks(x, [p.upper() for p in policies])
+        _grouped_bars(ax, table, column, "mean bounded slowdown")
         ax.set_title(title)
-        ax.set_ylabel("mean bounded slowdown")
-        ax.grid(alpha=0.3, axis="y")
     axes[1].legend(fontsize=7)
     fig.suptitle(f"{trace}: bounded slowdown of small and large jobs (Figure 8)")
     fig.tight_layout()
@@ -125,23 +123,8 @@ def total_bsld(runs: list[Run], trace: str) -> Figure | None:
     table = data.total_bsld(runs)
     if table.empty:
         return None
-    policies = list(dict.fromkeys(table["policy"]))
-    variants = [v for v in data.VARIANT_ORDER if v in set(table["variant"])]
     fig, ax = plt.subplots(figsize=(9, 3.6))
-    width = 0.8 / len(variants)
-    x = np.arange(len(policies))
-    for i, variant in enumerate(variants):
-        values = table[table["variant"] == variant].set_index("policy").reindex(policies)
-        ax.bar(
-            x + (i - (len(variants) - 1) / 2) * width,
-            values["total_bsld"],
-            width,
-            label=variant,
-            color=COLOURS.get(variant),
-        )
-    ax.set_xticks(x, [p.upper() for p in policies])
-    ax.set_ylabel("total bounded slowdown")
-    ax.grid(alpha=0.3, axis="y")
+    _grouped_bars(ax, table, "total_bsld", "total bounded slowdown")
     ax.legend(fontsize=7)
     ax.set_title(f"{trace}: total bounded slowdown per variant (Figure 9)")
     fig.tight_layout()
