@@ -22,8 +22,10 @@ from batsched_ml.campaign import CampaignError
 from batsched_ml.collect import CollectError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.protocol.codec import ProtocolError
-from batsched_ml.replay import VARIANTS
+from batsched_ml.replay import DISPATCHERS, VARIANTS
 from batsched_ml.scheduler.core import SchedulerError
+from batsched_ml.scheduler.correction import CORRECTIONS
+from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.sim.simulator import SimulationError
 from batsched_ml.workload.convert import convert_trace
@@ -100,11 +102,30 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "runtime-clairvoyant: EASY on actual runtimes",
     )
     parser.add_argument(
+        "--predictor",
         "--estimator",
+        dest="estimator",
         default="requested",
-        choices=["requested", "actual"],
-        help="runtime estimate used by EASY with the base variant: the requested time, or the "
-        "actual runtime (clairvoyant reference)",
+        choices=list(ESTIMATORS),
+        help="runtime prediction the base variant schedules with: requested (the user's "
+        "estimate), actual (clairvoyant reference), easy++ (mean of the user's last two "
+        "runtimes, capped by the requested time; with shortest-job backfilling), fixed (10 "
+        "minutes: the start of a correction-only policy)",
+    )
+    parser.add_argument(
+        "--correction",
+        default="none",
+        choices=list(CORRECTIONS),
+        help="walltime correction of a running job that reaches its predicted end: simple "
+        "(+1 h, up to 7 days of running) or power (+15 x 2^(i-2) min at the i-th); never past "
+        "the requested time",
+    )
+    parser.add_argument(
+        "--dispatcher",
+        default="easy",
+        choices=list(DISPATCHERS),
+        help="easy: EASY backfilling in the --policy order; sjf / ljf: shortest / longest "
+        "predicted runtime first, no backfilling (seed 001)",
     )
     parser.add_argument(
         "--feature-mode",
@@ -178,6 +199,8 @@ def _config(args: argparse.Namespace):
         policy=args.policy,
         variant=args.variant,
         estimator=args.estimator,
+        correction=args.correction,
+        dispatcher=args.dispatcher,
         starvation_threshold=args.starvation_threshold,
         backfilling=not args.no_backfilling,
         feature_mode=args.feature_mode,

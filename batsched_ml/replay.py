@@ -22,7 +22,9 @@ from batsched_ml.predict.training import InProcessTrainer, Trainer
 from batsched_ml.protocol.events import Message
 from batsched_ml.scheduler.classified import CLASSIFIED_VARIANTS, ClassifyingScheduler
 from batsched_ml.scheduler.core import EasyScheduler
+from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.estimators import ESTIMATORS
+from batsched_ml.scheduler.policies import LJF, Policy
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 
@@ -31,6 +33,10 @@ from batsched_ml.sim.simulator import BatsimSimulator
 #: :mod:`batsched_ml.scheduler.classified`.
 VARIANTS = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
 
+#: ``--dispatcher`` values: EASY backfilling with the ``--policy`` order, or the list
+#: schedulers of seed 001 (shortest / longest predicted runtime first, no backfilling).
+DISPATCHERS = ("easy", "sjf", "ljf")
+
 
 @dataclass
 class ReplayConfig:
@@ -38,7 +44,9 @@ class ReplayConfig:
 
     policy: str = "fcfs"
     variant: str = "base"
-    estimator: str = "requested"
+    estimator: str = "requested"  # the runtime predictor (``--predictor``)
+    correction: str = "none"
+    dispatcher: str = "easy"
     starvation_threshold: float | None = 72 * 3600.0
     backfilling: bool = True
     feature_mode: str = "online"
@@ -49,11 +57,29 @@ class ReplayConfig:
             raise ValueError(
                 f"unknown variant {self.variant!r} (choose from {', '.join(VARIANTS)})"
             )
-        if self.estimator != "requested" and self.variant != "base":
+        for option, value, default in (
+            ("--predictor", self.estimator, "requested"),
+            ("--correction", self.correction, "none"),
+        ):
+            if value != default and self.variant != "base":
+                raise ValueError(
+                    f"{option} {value} goes with the base variant only; "
+                    f"{self.variant} chooses its own estimates"
+                )
+        if self.estimator not in ESTIMATORS:
+            known = ", ".join(ESTIMATORS)
+            raise ValueError(f"unknown predictor {self.estimator!r} (choose from {known})")
+        get_correction(self.correction)  # a clear error for an unknown name
+        if self.dispatcher not in DISPATCHERS:
+            known = ", ".join(DISPATCHERS)
+            raise ValueError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
+        if self.dispatcher != "easy" and self.policy != "fcfs":
             raise ValueError(
-                f"--estimator {self.estimator} goes with the base variant only; "
-                f"{self.variant} chooses its own estimates"
+                f"the {self.dispatcher} dispatcher orders the queue itself (by the predicted "
+                f"runtime); --policy {self.policy} goes with the easy dispatcher"
             )
+        if self.dispatcher != "easy" and self.classified:
+            raise ValueError(f"the {self.variant} variant runs on the easy dispatcher")
 
     @property
     def classified(self) -> bool:
@@ -67,6 +93,10 @@ class ReplayConfig:
             "starvation_threshold": self.starvation_threshold,
             "backfilling": self.backfilling,
         }
+        if self.correction != "none":
+            out["correction"] = self.correction
+        if self.dispatcher != "easy":
+            out["dispatcher"] = self.dispatcher
         if self.classified:
             out["feature_mode"] = self.feature_mode
             out["forest"] = self.forest.as_dict()
@@ -113,12 +143,19 @@ def make_scheduler(
     except KeyError:
         known = ", ".join(ESTIMATORS)
         raise ValueError(f"unknown estimator {name!r} (choose from {known})") from None
+    policy: str | Policy = config.policy
+    backfilling = config.backfilling
+    if config.dispatcher == "sjf":  # list scheduling, shortest predicted runtime first
+        policy, backfilling = "spf", False
+    elif config.dispatcher == "ljf":
+        policy, backfilling = LJF, False
     return EasyScheduler(
-        config.policy,
+        policy,
         estimator_type(),
         starvation_threshold=config.starvation_threshold,
-        backfilling=config.backfilling,
+        backfilling=backfilling,
         audit=audit,
+        correction=get_correction(config.correction),
     )
 
 

@@ -36,6 +36,7 @@ from batsched_ml.protocol.events import (
     SimulationBegins,
     SimulationEnds,
 )
+from batsched_ml.scheduler.correction import MARGIN, Correction
 from batsched_ml.scheduler.easy import Reservation, easy_pass
 from batsched_ml.scheduler.estimators import Estimator, RequestedTime
 from batsched_ml.scheduler.policies import Policy, get_policy
@@ -76,6 +77,7 @@ class RunningJob:
     mask: int
     entry: WaitingJob | None = None
     end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
+    corrections: int = 0
 
     @property
     def expected_end(self) -> float:
@@ -97,6 +99,12 @@ class EasyScheduler:
         ``False`` stops each pass at the first job that does not fit (no EASY), a baseline.
     audit:
         Record every reservation as ``(now, job_id, shadow)`` in :attr:`reservations` (tests).
+    correction:
+        Extend the estimate of a running job that reaches it (:mod:`.correction`); ``None``:
+        such a job is expected to end at once.
+
+    Backfilling tries the jobs behind the head shortest estimate first when the estimator
+    asks for it (``backfill_shortest_first``: EASY++'s SJBF), in queue order otherwise.
     """
 
     def __init__(
@@ -107,8 +115,10 @@ class EasyScheduler:
         starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
         backfilling: bool = True,
         audit: bool = False,
+        correction: Correction | None = None,
     ) -> None:
         self.backfilling = backfilling
+        self.correction = correction
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
         self.estimator = estimator if estimator is not None else RequestedTime()
         self.starvation_threshold = starvation_threshold
@@ -307,9 +317,16 @@ class EasyScheduler:
         """One EASY pass over the queue; the EXECUTE_JOB decisions it makes."""
         if not self.waiting:
             return []
+        if self.correction is not None:
+            self.correct_estimates(now)
         queue = self.ordered_queue(now)  # may be self._sorted itself: not changed until the end
         started, reservation = easy_pass(
-            queue, self.free, self._ends, now, backfilling=self.backfilling
+            queue,
+            self.free,
+            self._ends,
+            now,
+            backfilling=self.backfilling,
+            shortest_first=getattr(self.estimator, "backfill_shortest_first", False),
         )
         self.last_reservation = reservation
         if self.audit and reservation is not None:
@@ -320,6 +337,26 @@ class EasyScheduler:
         for entry, mask in started:
             decisions.extend(self.start(entry, mask, now))
         return decisions
+
+    def correct_estimates(self, now: float) -> None:
+        """Extend the estimate of every running job expected to end within the correction
+        margin of ``now`` (see :mod:`batsched_ml.scheduler.correction`)."""
+        assert self.correction is not None
+        due = now + MARGIN
+        if not self._ends or self._ends[0][0] > due:
+            return
+        for running in self.running.values():
+            if running.start + running.est > due:
+                continue
+            est, count = self.correction.correct(
+                running.est, now - running.start, running.corrections, running.job.walltime
+            )
+            if est == running.est:
+                continue
+            self._ends.remove(running.end_entry)
+            running.est, running.corrections = est, count
+            running.end_entry = (running.start + est, running.end_entry[1], running.end_entry[2])
+            insort(self._ends, running.end_entry)
 
     def start(self, entry: WaitingJob, mask: int, now: float) -> list[Event]:
         """Move ``entry`` from the queue to the running set; the decisions that start it."""

@@ -77,10 +77,13 @@ def easy_pass(
     now: float,
     *,
     backfilling: bool = True,
+    shortest_first: bool = False,
 ) -> tuple[list[tuple[C, int]], Reservation | None]:
     """One EASY pass. Returns the jobs to start with their machine masks, in start order, and
     the reservation made (``None`` if the whole queue started). With ``backfilling=False`` the
-    pass stops at the head (plain list scheduling), which makes no reservation."""
+    pass stops at the head (plain list scheduling), which makes no reservation. With
+    ``shortest_first`` the jobs behind the head are tried for backfilling in order of their
+    estimate, shortest first, queue order among equals (SJBF, as EASY++ does)."""
     started: list[tuple[C, int]] = []
     free_count = free.bit_count()
     index = 0
@@ -105,7 +108,10 @@ def easy_pass(
     reservation = Reservation(head, shadow, extra)
     if free_count == 0:
         return started, reservation
-    for position in range(index + 1, size):
+    behind = range(index + 1, size)
+    if shortest_first:
+        behind = sorted(behind, key=lambda position: queue[position].est)
+    for position in behind:
         job = queue[position]
         res = job.res
         if res > free_count:

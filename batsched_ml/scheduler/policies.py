@@ -67,6 +67,15 @@ POLICIES: dict[str, Policy] = {
 }
 
 
+#: The longest-estimate-first order of the LJF dispatcher (seed 001); not a ``--policy``.
+LJF = Policy(
+    "ljf",
+    "longest estimated processing time first",
+    lambda job, now: (-job.rank_est, job.subtime, job.seq),
+    dynamic=False,
+)
+
+
 def get_policy(name: str) -> Policy:
     try:
         return POLICIES[name.lower()]

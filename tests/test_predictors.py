@@ -1,0 +1,152 @@
+"""Runtime predictors, walltime correction and dispatchers of the related work (issue 8, first
+part): exact values on hand-made job streams."""
+
+from __future__ import annotations
+
+import pytest
+
+from batsched_ml.job import Job
+from batsched_ml.protocol.events import ExecuteJob, JobSubmitted, Message
+from batsched_ml.replay import ReplayConfig, make_scheduler
+from batsched_ml.scheduler.core import EasyScheduler
+from batsched_ml.scheduler.correction import Correction, get_correction
+from batsched_ml.scheduler.easy import easy_pass
+from batsched_ml.scheduler.estimators import EasyPlusPlus, FixedPrediction
+from tests.test_policies import begins
+
+
+def job(name: str, user: int, walltime: float | None = 1000.0) -> Job:
+    fields = {"id": name, "subtime": 0, "res": 1, "profile": "p", "user": user}
+    return Job(name, 0.0, 1, walltime, "p", fields)
+
+
+def submitted(t: float, name: str, res: int, walltime: float, user: int = 1) -> JobSubmitted:
+    data = {"id": f"w0!{name}", "subtime": t, "res": res, "profile": "p", "walltime": walltime}
+    return JobSubmitted(t, f"w0!{name}", {**data, "user": user})
+
+
+# --- predictors -----------------------------------------------------------------------------
+
+
+def test_easy_plus_plus_is_the_mean_of_the_user_s_last_two_runtimes_capped_by_the_request() -> None:
+    p = EasyPlusPlus()
+    assert p.estimate(job("a", 1), None) == 1000.0  # no history: the requested time
+    p.observe(job("a", 1), 100.0)
+    assert p.estimate(job("b", 1), None) == 100.0  # one runtime known
+    p.observe(job("b", 1), 300.0)
+    assert p.estimate(job("c", 1), None) == 200.0
+    p.observe(job("c", 1), 500.0)
+    assert p.estimate(job("d", 1), None) == 400.0  # the last two: 300 and 500
+    assert p.estimate(job("e", 1, walltime=150.0), None) == 150.0  # the cap
+    assert p.estimate(job("f", 2), None) == 1000.0  # another user: no history
+    p.observe(job("g", 3), 0.0)
+    assert p.estimate(job("h", 3), None) == 1.0  # never zero
+    assert p.backfill_shortest_first
+
+
+def test_fixed_prediction_is_ten_minutes_capped_by_the_request() -> None:
+    p = FixedPrediction()
+    assert p.estimate(job("a", 1), None) == 600.0
+    assert p.estimate(job("b", 1, walltime=100.0), None) == 100.0
+    assert p.estimate(job("c", 1, walltime=None), None) == 600.0
+
+
+# --- walltime correction --------------------------------------------------------------------
+
+
+def test_simple_correction_adds_an_hour_each_time_within_a_minute_of_the_estimate() -> None:
+    c = Correction("simple")
+    assert c.correct(600.0, 500.0, 0, None) == (600.0, 0)  # 100 s left: not yet
+    assert c.correct(600.0, 541.0, 0, None) == (4200.0, 1)  # 59 s left
+    assert c.correct(4200.0, 4150.0, 1, None) == (7800.0, 2)
+    assert c.correct(600.0, 8000.0, 0, None) == (11400.0, 3)  # overdue by far: until ahead
+    assert c.correct(600.0, 7 * 86400.0 + 1, 0, None) == (600.0, 0)  # past the 7-day limit
+    # never beyond the requested time; a job at its limit stays there
+    assert c.correct(600.0, 600.0, 0, 5000.0) == (4200.0, 1)
+    assert c.correct(4200.0, 4200.0, 1, 5000.0) == (5000.0, 2)
+    assert c.correct(5000.0, 5000.0, 2, 5000.0) == (5000.0, 2)
+
+
+def test_power_correction_adds_15_times_2_to_the_i_minus_2_minutes() -> None:
+    c = Correction("power")
+    assert [c.step(i) for i in (1, 2, 3, 4)] == [900.0, 1800.0, 3600.0, 7200.0]
+    assert c.correct(600.0, 600.0, 0, None) == (1500.0, 1)
+    assert c.correct(1500.0, 1500.0, 1, None) == (3300.0, 2)
+    assert c.correct(600.0, 4000.0, 0, None) == (6900.0, 3)  # 1500, 3300, then 6900
+    assert get_correction("none") is None
+    with pytest.raises(ValueError, match="unknown correction 'double'"):
+        get_correction("double")
+
+
+def reservations_with(correction: str) -> tuple[list, EasyScheduler]:
+    """4 machines; A takes all four (predicted 10 min, requested 100,000 s); B arrives at
+    t=650, after A's prediction: where does B's reservation go?"""
+    config = ReplayConfig(estimator="fixed", correction=correction)
+    scheduler = make_scheduler(config, audit=True)
+    scheduler.handle(Message(0.0, [begins(4), submitted(0.0, "A", 4, 100_000.0)]))
+    scheduler.handle(Message(650.0, [submitted(650.0, "B", 1, 100_000.0)]))
+    return scheduler.reservations, scheduler
+
+
+def test_the_scheduler_corrects_a_running_job_past_its_prediction() -> None:
+    reservations, _ = reservations_with("none")
+    assert reservations == [(650.0, "w0!B", 650.0)]  # A expected to end at once
+    reservations, scheduler = reservations_with("simple")
+    assert reservations == [(650.0, "w0!B", 4200.0)]  # 600 + 1 h
+    running = scheduler.running["w0!A"]
+    assert (running.est, running.corrections) == (4200.0, 1)
+    assert scheduler._ends == [(4200.0, 0, 4)]
+    reservations, _ = reservations_with("power")
+    assert reservations == [(650.0, "w0!B", 1500.0)]  # 600 + 15 min
+
+
+# --- backfilling order and dispatchers ------------------------------------------------------
+
+
+class Entry:
+    def __init__(self, name: str, res: int, est: float) -> None:
+        self.name, self.res, self.est = name, res, est
+
+
+def test_sjbf_backfills_the_shortest_estimate_first() -> None:
+    # 2 machines, one free; a running job ends at 100; head H needs both
+    queue = [Entry("H", 2, 50), Entry("long", 1, 90), Entry("short", 1, 10)]
+    ends = [(100.0, 0, 1)]
+    started, reservation = easy_pass(queue, 0b10, ends, 0.0)
+    assert [e.name for e, _ in started] == ["long"] and reservation.shadow == 100.0
+    started, _ = easy_pass(queue, 0b10, ends, 0.0, shortest_first=True)
+    assert [e.name for e, _ in started] == ["short"]
+
+
+def decisions(dispatcher: str) -> list[str]:
+    """2 machines, one busy until 1000; X (2 machines, 10 s) and Y (1 machine, 100 s) wait."""
+    scheduler = make_scheduler(ReplayConfig(dispatcher=dispatcher))
+    scheduler.handle(Message(0.0, [begins(2), submitted(0.0, "busy", 1, 1000.0)]))
+    reply = scheduler.handle(
+        Message(5.0, [submitted(5.0, "X", 2, 10.0), submitted(5.0, "Y", 1, 100.0)])
+    )
+    return [e.job_id for e in reply.events if isinstance(e, ExecuteJob)]
+
+
+def test_dispatchers_order_by_prediction_without_backfilling() -> None:
+    assert decisions("easy") == ["w0!Y"]  # FCFS: X blocked, Y backfilled (ends before 1000)
+    assert decisions("sjf") == []  # X first (shortest), it does not fit: the pass stops
+    assert decisions("ljf") == ["w0!Y"]  # Y first (longest), it fits; then X does not
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"variant": "classification-idempotent", "estimator": "easy++"},
+            "--predictor easy\\+\\+ goes with the base variant only",
+        ),
+        ({"variant": "runtime-clairvoyant", "correction": "simple"}, "--correction simple"),
+        ({"dispatcher": "sjf", "policy": "spf"}, "the sjf dispatcher orders the queue itself"),
+        ({"dispatcher": "prb"}, "unknown dispatcher 'prb'"),
+        ({"estimator": "oracle"}, "unknown predictor 'oracle'"),
+    ],
+)
+def test_combinations_that_make_no_sense_are_refused_clearly(config, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        ReplayConfig(**config)
