@@ -125,7 +125,8 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         default="easy",
         choices=list(DISPATCHERS),
         help="easy: EASY backfilling in the --policy order; sjf / ljf: shortest / longest "
-        "predicted runtime first, no backfilling (seed 001)",
+        "predicted runtime first, no backfilling; prb: urgency (wait / expected wait of the "
+        "job's queue) first, ties by demand, every job that fits starts (seed 001)",
     )
     parser.add_argument(
         "--feature-mode",

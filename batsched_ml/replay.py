@@ -24,7 +24,7 @@ from batsched_ml.scheduler.classified import CLASSIFIED_VARIANTS, ClassifyingSch
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.estimators import ESTIMATORS
-from batsched_ml.scheduler.policies import LJF, Policy
+from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 
@@ -33,9 +33,10 @@ from batsched_ml.sim.simulator import BatsimSimulator
 #: :mod:`batsched_ml.scheduler.classified`.
 VARIANTS = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
 
-#: ``--dispatcher`` values: EASY backfilling with the ``--policy`` order, or the list
-#: schedulers of seed 001 (shortest / longest predicted runtime first, no backfilling).
-DISPATCHERS = ("easy", "sjf", "ljf")
+#: ``--dispatcher`` values: EASY backfilling with the ``--policy`` order, or the dispatchers of
+#: seed 001: shortest / longest predicted runtime first (no backfilling), and PRB (urgency
+#: order, every job that fits starts).
+DISPATCHERS = ("easy", "sjf", "ljf", "prb")
 
 
 @dataclass
@@ -143,12 +144,15 @@ def make_scheduler(
     except KeyError:
         known = ", ".join(ESTIMATORS)
         raise ValueError(f"unknown estimator {name!r} (choose from {known})") from None
-    policy: str | Policy = config.policy
+    policy: str | Policy | PriorityRule = config.policy
     backfilling = config.backfilling
     if config.dispatcher == "sjf":  # list scheduling, shortest predicted runtime first
         policy, backfilling = "spf", False
     elif config.dispatcher == "ljf":
         policy, backfilling = LJF, False
+    greedy = config.dispatcher == "prb"
+    if greedy:
+        policy = PriorityRule()
     return EasyScheduler(
         policy,
         estimator_type(),
@@ -156,6 +160,7 @@ def make_scheduler(
         backfilling=backfilling,
         audit=audit,
         correction=get_correction(config.correction),
+        greedy=greedy,
     )
 
 

@@ -143,10 +143,61 @@ def test_dispatchers_order_by_prediction_without_backfilling() -> None:
         ),
         ({"variant": "runtime-clairvoyant", "correction": "simple"}, "--correction simple"),
         ({"dispatcher": "sjf", "policy": "spf"}, "the sjf dispatcher orders the queue itself"),
-        ({"dispatcher": "prb"}, "unknown dispatcher 'prb'"),
+        ({"dispatcher": "cph"}, "unknown dispatcher 'cph'"),
         ({"estimator": "oracle"}, "unknown predictor 'oracle'"),
     ],
 )
 def test_combinations_that_make_no_sense_are_refused_clearly(config, message) -> None:
     with pytest.raises(ValueError, match=message):
         ReplayConfig(**config)
+
+
+class Waiting:
+    def __init__(self, name: str, queue: int, subtime: float, res: int, est: float, seq: int):
+        self.job = Job(name, subtime, res, est, "p", {"queue": queue})
+        self.name, self.subtime, self.res, self.rank_est, self.seq = name, subtime, res, est, seq
+
+
+def test_prb_orders_by_urgency_then_demand_with_expected_waits_learnt_per_queue() -> None:
+    from batsched_ml.scheduler.policies import PriorityRule
+
+    rule = PriorityRule()
+    assert rule.expected_wait(1) is None  # nothing learnt: every urgency is 0
+    for queue, subtime, start in ((1, 0, 100), (1, 0, 300), (2, 0, 1000)):
+        rule.started(Waiting("x", queue, subtime, 1, 1, 0), start)
+    assert rule.expected_wait(1) == 200.0 and rule.expected_wait(2) == 1000.0
+    assert rule.expected_wait(3) == pytest.approx(1400 / 3)  # unseen queue: the overall mean
+    jobs = [
+        Waiting("a", 1, 800, 2, 100, 0),  # wait 200 / 200 = 1.0, demand 200
+        Waiting("b", 2, 0, 1, 100, 1),  # wait 1000 / 1000 = 1.0, demand 100
+        Waiting("c", 2, 500, 1, 10, 2),  # wait 500 / 1000 = 0.5
+    ]
+    ordered = sorted(jobs, key=lambda j: rule.key(j, 1000.0))
+    assert [j.name for j in ordered] == ["b", "a", "c"]
+
+
+def test_the_prb_pass_starts_every_job_that_fits_and_reserves_nothing() -> None:
+    queue = [Entry("wide", 3, 10), Entry("one", 1, 500), Entry("two", 1, 500)]
+    started, reservation = easy_pass(queue, 0b11, [(100.0, 0, 2)], 0.0, greedy=True)
+    assert [e.name for e, _ in started] == ["one", "two"] and reservation is None
+    # EASY reserves for "wide" at 100 with one machine to spare: only "one" may use it
+    started, reservation = easy_pass(queue, 0b11, [(100.0, 0, 2)], 0.0)
+    assert [e.name for e, _ in started] == ["one"]
+    assert (reservation.shadow, reservation.extra) == (100.0, 1)
+
+
+def test_under_prb_a_starving_head_still_gets_its_reservation() -> None:
+    config = ReplayConfig(dispatcher="prb", starvation_threshold=100.0)
+    scheduler = make_scheduler(config, audit=True)
+    scheduler.handle(Message(0.0, [begins(2), submitted(0.0, "busy", 1, 1000.0)]))
+    scheduler.handle(Message(10.0, [submitted(10.0, "wide", 2, 50.0)]))
+    # at 200 "wide" has waited 190 s > 100 s: a one-machine job must not pass it
+    reply = scheduler.handle(Message(200.0, [submitted(200.0, "small", 1, 5000.0)]))
+    assert [e for e in reply.events if isinstance(e, ExecuteJob)] == []
+    assert scheduler.reservations[-1] == (200.0, "w0!wide", 1000.0)
+    # before it starves, the greedy pass lets the small job through
+    scheduler = make_scheduler(ReplayConfig(dispatcher="prb"), audit=True)
+    scheduler.handle(Message(0.0, [begins(2), submitted(0.0, "busy", 1, 1000.0)]))
+    scheduler.handle(Message(10.0, [submitted(10.0, "wide", 2, 50.0)]))
+    reply = scheduler.handle(Message(200.0, [submitted(200.0, "small", 1, 5000.0)]))
+    assert [e.job_id for e in reply.events if isinstance(e, ExecuteJob)] == ["w0!small"]

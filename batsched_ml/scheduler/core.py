@@ -116,8 +116,10 @@ class EasyScheduler:
         backfilling: bool = True,
         audit: bool = False,
         correction: Correction | None = None,
+        greedy: bool = False,
     ) -> None:
         self.backfilling = backfilling
+        self.greedy = greedy
         self.correction = correction
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
         self.estimator = estimator if estimator is not None else RequestedTime()
@@ -327,6 +329,9 @@ class EasyScheduler:
             now,
             backfilling=self.backfilling,
             shortest_first=getattr(self.estimator, "backfill_shortest_first", False),
+            # a starving job at the head gets EASY's reservation even under a greedy
+            # dispatcher, or the threshold would bound nothing
+            greedy=self.greedy and not self._head_starving(queue, now),
         )
         self.last_reservation = reservation
         if self.audit and reservation is not None:
@@ -337,6 +342,10 @@ class EasyScheduler:
         for entry, mask in started:
             decisions.extend(self.start(entry, mask, now))
         return decisions
+
+    def _head_starving(self, queue: list[WaitingJob], now: float) -> bool:
+        threshold = self.starvation_threshold
+        return bool(queue) and threshold is not None and now - queue[0].subtime > threshold
 
     def correct_estimates(self, now: float) -> None:
         """Extend the estimate of every running job expected to end within the correction
@@ -366,6 +375,9 @@ class EasyScheduler:
             sorted_queue = self._sorted
             del sorted_queue[bisect_left(sorted_queue, entry.key, key=_key)]
         self.free ^= mask
+        started = getattr(self.policy, "started", None)
+        if started is not None:  # a policy that learns from waits (PRB)
+            started(entry, now)
         running = RunningJob(job=entry.job, start=now, est=entry.est, mask=mask, entry=entry)
         running.end_entry = (now + entry.est, entry.seq, entry.res)
         insort(self._ends, running.end_entry)

@@ -78,12 +78,27 @@ def easy_pass(
     *,
     backfilling: bool = True,
     shortest_first: bool = False,
+    greedy: bool = False,
 ) -> tuple[list[tuple[C, int]], Reservation | None]:
     """One EASY pass. Returns the jobs to start with their machine masks, in start order, and
     the reservation made (``None`` if the whole queue started). With ``backfilling=False`` the
     pass stops at the head (plain list scheduling), which makes no reservation. With
     ``shortest_first`` the jobs behind the head are tried for backfilling in order of their
-    estimate, shortest first, queue order among equals (SJBF, as EASY++ does)."""
+    estimate, shortest first, queue order among equals (SJBF, as EASY++ does). With ``greedy``
+    every job that fits starts, in queue order, and nothing is reserved (the PRB dispatcher's
+    allocation)."""
+    if greedy:
+        started_greedy: list[tuple[C, int]] = []
+        free_count = free.bit_count()
+        for job in queue:
+            if job.res <= free_count:
+                taken = lowest(free, job.res)
+                free ^= taken
+                free_count -= job.res
+                started_greedy.append((job, taken))
+                if free_count == 0:
+                    break
+        return started_greedy, None
     started: list[tuple[C, int]] = []
     free_count = free.bit_count()
     index = 0

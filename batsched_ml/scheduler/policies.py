@@ -76,6 +76,44 @@ LJF = Policy(
 )
 
 
+class PriorityRule:
+    """The PRB dispatcher's order (seed 001, section 4): decreasing urgency, the job's wait over
+    the expected wait of its queue, ties by demand (processors x estimate), smaller first. The
+    expected wait of a queue (the SWF queue number) is the mean wait of the jobs of that queue
+    started so far, at least one second; a queue with no started job yet uses the mean over all
+    queues (urgency 0 before any job started). One instance per scheduler: it learns."""
+
+    name = "prb"
+    description = "urgency (wait / expected wait of the queue), ties by demand"
+    dynamic = True
+
+    def __init__(self) -> None:
+        self.total: dict[object, float] = {}
+        self.count: dict[object, int] = {}
+
+    def expected_wait(self, queue: object) -> float | None:
+        if self.count.get(queue):
+            return max(1.0, self.total[queue] / self.count[queue])
+        if self.count:
+            return max(1.0, sum(self.total.values()) / sum(self.count.values()))
+        return None
+
+    def key(self, job: Waiting, now: float) -> tuple[float, float, float, int]:
+        expected = self.expected_wait(_queue_of(job))
+        urgency = 0.0 if expected is None else (now - job.subtime) / expected
+        return (-urgency, job.res * job.rank_est, job.subtime, job.seq)
+
+    def started(self, job: Waiting, now: float) -> None:
+        queue = _queue_of(job)
+        self.total[queue] = self.total.get(queue, 0.0) + (now - job.subtime)
+        self.count[queue] = self.count.get(queue, 0) + 1
+
+
+def _queue_of(job: Waiting) -> object:
+    inner = getattr(job, "job", None)
+    return inner.field("queue") if inner is not None else getattr(job, "queue", None)
+
+
 def get_policy(name: str) -> Policy:
     try:
         return POLICIES[name.lower()]
