@@ -181,6 +181,26 @@ def summarize(
     return summary
 
 
+def prediction_quality(predicted: np.ndarray, actual: np.ndarray) -> dict[str, Any]:
+    """Runtime prediction quality (seed 003, equations 6-8): APA, the mean over jobs of
+    predicted / actual when under, actual / predicted otherwise (1 is perfect); MAE, the mean
+    absolute error in seconds; UR, the share of jobs predicted below their runtime."""
+    predicted = np.asarray(predicted, dtype=float)
+    actual = np.asarray(actual, dtype=float)
+    if not len(actual):
+        return {"jobs": 0, "APA": None, "MAE": None, "UR": None}
+    under = predicted < actual
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(under, predicted / actual, actual / predicted)
+    ratio = np.where((predicted == 0) & (actual == 0), 1.0, ratio)
+    return {
+        "jobs": len(actual),
+        "APA": _round(ratio.mean()),
+        "MAE": _round(np.abs(predicted - actual).mean()),
+        "UR": _round(under.mean()),
+    }
+
+
 def classification_quality(records: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Per week and overall: TS, FS, TL, FL, accuracy, precision, recall, false-small and
     false-large rates (paper, Tables 5-6).

@@ -3,6 +3,9 @@ part): exact values on hand-made job streams."""
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
 import pytest
 
 from batsched_ml.job import Job
@@ -201,3 +204,41 @@ def test_under_prb_a_starving_head_still_gets_its_reservation() -> None:
     scheduler.handle(Message(10.0, [submitted(10.0, "wide", 2, 50.0)]))
     reply = scheduler.handle(Message(200.0, [submitted(200.0, "small", 1, 5000.0)]))
     assert [e.job_id for e in reply.events if isinstance(e, ExecuteJob)] == ["w0!small"]
+
+
+# --- prediction quality (seed 003, equations 6-8) -------------------------------------------
+
+
+def test_apa_mae_and_ur_by_hand() -> None:
+    from batsched_ml.metrics import prediction_quality
+
+    quality = prediction_quality([50, 200, 100, 0], [100, 100, 100, 10])
+    # APA: 50/100, 100/200, 1, 0/10 -> mean 0.5; MAE: (50 + 100 + 0 + 10) / 4; UR: 2 of 4
+    assert quality == {"jobs": 4, "APA": 0.5, "MAE": 40.0, "UR": 0.5}
+    assert prediction_quality([], [])["APA"] is None
+
+
+def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path) -> None:
+    from batsched_ml.metrics import prediction_quality
+    from batsched_ml.replay import run_replay, write_outputs
+    from tests.conftest import workload_head
+
+    workload = workload_head(kth_workload, 800)
+    summary = write_outputs(run_replay(workload, ReplayConfig(estimator="easy++")), tmp_path / "pp")
+    table = pd.read_csv(tmp_path / "pp" / "predictions.csv")
+    assert len(table) == 800 and summary["prediction"]["jobs"] == 800
+    expected = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
+    assert {k: summary["prediction"][k] for k in ("APA", "MAE", "UR")} == {
+        k: expected[k] for k in ("APA", "MAE", "UR")
+    }
+    assert 0 < summary["prediction"]["UR"] < 1 and summary["prediction"]["predictor"] == "easy++"
+    timing = json.loads((tmp_path / "pp" / "timing.json").read_text())
+    assert 0 < timing["predict_us_per_job"] < 1000
+    # a user's first job is predicted with its requested time
+    first = workload["jobs"][0]
+    row = table[table["job_id"] == f"w0!{first['id']}"].iloc[0]
+    assert row["predicted"] == first["walltime"]
+    clairvoyant = write_outputs(
+        run_replay(workload, ReplayConfig(estimator="actual")), tmp_path / "cl"
+    )
+    assert clairvoyant["prediction"]["APA"] == 1.0 and clairvoyant["prediction"]["UR"] == 0.0
