@@ -242,3 +242,30 @@ def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path
         run_replay(workload, ReplayConfig(estimator="actual")), tmp_path / "cl"
     )
     assert clairvoyant["prediction"]["APA"] == 1.0 and clairvoyant["prediction"]["UR"] == 0.0
+
+
+def test_adaboost_retrains_on_its_schedule_and_predicts_what_its_model_says() -> None:
+    from sklearn.ensemble import AdaBoostRegressor
+
+    from batsched_ml.scheduler.estimators import AdaBoostPrediction
+
+    def user_job(name: str, user: int, subtime: float, walltime: float = 5000.0) -> Job:
+        fields = {"user": user, "group": 1, "executable": user, "queue": 0, "partition": 0}
+        return Job(name, subtime, 2, walltime, "p", fields)
+
+    p = AdaBoostPrediction(retrain_every=100.0, min_train=50, n_estimators=10)
+    first = user_job("a", 1, 10.0)
+    assert p.estimate(first, None) == 5000.0 and p.fits == 0  # nothing learnt yet
+    for i in range(60):
+        p.observe(user_job(f"j{i}", 1 + i % 3, 20.0), 100.0 * (1 + i % 3))
+    assert p.estimate(user_job("b", 2, 90.0), None) == 5000.0  # before the first boundary
+    assert p.fits == 0
+    late = user_job("c", 2, 250.0)
+    predicted = p.estimate(late, None)
+    assert p.fits == 1 and p.trained_until == 200.0  # boundaries at 100 and 200: one fit
+    reference = AdaBoostRegressor(n_estimators=10, random_state=0).fit(p.rows, p.runtimes)
+    assert predicted == pytest.approx(reference.predict([p.features(late)])[0])
+    assert predicted == pytest.approx(200.0)  # user 2 always ran 200 s
+    assert p.estimate(user_job("d", 3, 260.0, walltime=150.0), None) == 150.0  # the cap
+    assert p.fits == 1  # same period: no retraining
+    assert p.features(user_job("e", 0, 0.0))[0] == 0.0  # user 0 is a user, not a missing value

@@ -109,9 +109,78 @@ class FixedPrediction:
         return None
 
 
+class AdaBoostPrediction:
+    """AdaBoost regression of the runtime (seed 002, Algorithm 1) on what is known at submission:
+    user, group, executable, queue and partition numbers (the SWF fields the converter keeps),
+    requested processors and requested time. Retrained every ``retrain_every`` seconds of
+    submission time (a week by default, as the classifier) on the last ``window`` finished
+    jobs, once ``min_train`` are known; the requested time until then. Predictions are capped
+    by the requested time and at least one second. ``random_state`` makes it deterministic."""
+
+    name = "adaboost"
+    FIELDS = ("user", "group", "executable", "queue", "partition")
+
+    def __init__(
+        self,
+        n_estimators: int = 50,
+        retrain_every: float = 7 * DAY,
+        window: int = 20_000,
+        min_train: int = 100,
+        random_state: int = 0,
+        no_walltime_estimate: float = DAY,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.retrain_every = retrain_every
+        self.window = window
+        self.min_train = min_train
+        self.random_state = random_state
+        self.no_walltime_estimate = no_walltime_estimate
+        self.rows: list[list[float]] = []
+        self.runtimes: list[float] = []
+        self.model: Any = None
+        self.trained_until = 0.0  # submission time up to which the schedule has retrained
+        self.fits = 0
+
+    def features(self, job: Job) -> list[float]:
+        requested = job.walltime if job.walltime is not None else self.no_walltime_estimate
+        values = (job.field(k) for k in self.FIELDS)
+        return [-1.0 if v is None else float(v) for v in values] + [
+            float(job.res),
+            float(requested),
+        ]
+
+    def estimate(self, job: Job, profile: dict[str, Any] | None) -> float:
+        requested = job.walltime if job.walltime is not None else self.no_walltime_estimate
+        if job.subtime >= self.trained_until + self.retrain_every:
+            self.retrain(job.subtime)
+        if self.model is None:
+            return requested
+        predicted = float(self.model.predict([self.features(job)])[0])
+        return max(1.0, min(predicted, requested))
+
+    def retrain(self, now: float) -> None:
+        """Fit on the jobs finished so far (the last ``window``); the schedule's next
+        retraining comes ``retrain_every`` after the boundary ``now`` falls in."""
+        periods = (now - self.trained_until) // self.retrain_every
+        self.trained_until += periods * self.retrain_every
+        if len(self.runtimes) < self.min_train:
+            return
+        from sklearn.ensemble import AdaBoostRegressor
+
+        model = AdaBoostRegressor(n_estimators=self.n_estimators, random_state=self.random_state)
+        model.fit(self.rows[-self.window :], self.runtimes[-self.window :])
+        self.model = model
+        self.fits += 1
+
+    def observe(self, job: Job, runtime: float) -> None:
+        self.rows.append(self.features(job))
+        self.runtimes.append(float(runtime))
+
+
 ESTIMATORS: dict[str, type] = {
     "requested": RequestedTime,
     "actual": ActualRuntime,
     "easy++": EasyPlusPlus,
     "fixed": FixedPrediction,
+    "adaboost": AdaBoostPrediction,
 }
