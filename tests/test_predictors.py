@@ -269,3 +269,44 @@ def test_adaboost_retrains_on_its_schedule_and_predicts_what_its_model_says() ->
     assert p.estimate(user_job("d", 3, 260.0, walltime=150.0), None) == 150.0  # the cap
     assert p.fits == 1  # same period: no retraining
     assert p.features(user_job("e", 0, 0.0))[0] == 0.0  # user 0 is a user, not a missing value
+
+
+def test_the_profile_heuristic_follows_its_cascade_in_order() -> None:
+    from batsched_ml.scheduler.estimators import ProfileHeuristic
+
+    def named(name: str, queue: int, walltime: float, res: int, user: int = 1) -> Job:
+        fields = {"user": user, "name": name, "queue": queue}
+        return Job(name, 0.0, res, walltime, "p", fields)
+
+    p = ProfileHeuristic()
+    assert p.estimate(named("run1", 1, 1000, 4), None) == 1000 and p.last_rule == 0
+    p.observe(named("run1", 1, 1000, 4), 100)  # rule 1 key for run1/q1/1000/4
+    p.observe(named("run7", 1, 1000, 4), 200)  # the latest "run" prefix with q1/1000/4
+    p.observe(named("run1", 1, 1000, 8), 300)  # run1/q1/1000, other processors
+    p.observe(named("run1", 2, 500, 2), 400)  # the latest job named run1 at all
+    p.observe(named("test3", 1, 1000, 4), 50)
+    cases = [
+        (named("run1", 1, 1000, 4), 1, 100),  # full profile
+        (named("run2", 1, 1000, 4), 2, 200),  # prefix "run", same queue, walltime, processors
+        (named("run1", 1, 1000, 16), 3, 300),  # name, queue, walltime; processors differ
+        (named("run9", 1, 1000, 16), 4, 300),  # prefix, queue, walltime
+        (named("run1", 3, 2000, 1), 5, 400),  # only the name: its last job
+        (named("run5", 3, 2000, 1), 6, 400),  # only the prefix: the last "run*" job
+        (named("other", 1, 1000, 4), 0, 1000),  # nothing similar: the requested time
+        (named("run1", 1, 1000, 4, user=2), 0, 1000),  # another user's history is not used
+        (named("run1", 3, 250, 1), 5, 250),  # capped by the requested time
+    ]
+    for job_, rule, expected in cases:
+        assert (p.estimate(job_, None), p.last_rule) == (expected, rule), job_.id
+
+
+def test_on_swf_fields_the_name_is_the_executable() -> None:
+    from batsched_ml.scheduler.estimators import ProfileHeuristic
+
+    p = ProfileHeuristic()
+    job_a = Job("a", 0, 4, 1000.0, "p", {"user": 1, "executable": 12, "queue": 1})
+    p.observe(job_a, 321)
+    other_res = Job("b", 0, 8, 1000.0, "p", {"user": 1, "executable": 12, "queue": 1})
+    assert (p.estimate(other_res, None), p.last_rule) == (321, 3)
+    other_exe = Job("c", 0, 4, 1000.0, "p", {"user": 1, "executable": 13, "queue": 1})
+    assert (p.estimate(other_exe, None), p.last_rule) == (1000.0, 0)

@@ -177,10 +177,72 @@ class AdaBoostPrediction:
         self.runtimes.append(float(runtime))
 
 
+class ProfileHeuristic:
+    """The per-user job-profile heuristic of seed 001 (section 3): predict the runtime of the
+    user's last finished job with a similar profile, the first rule that matches winning:
+
+    1. the full profile: name, queue, requested time and processors;
+    2. the same with the name's prefix (the name without its trailing digits: "run12" -> "run");
+    3. name, queue and requested time (processors may differ);
+    4. the same with the prefix;
+    5. the same name;
+    6. the same prefix;
+
+    else the requested time; always capped by the requested time (at least one second).
+
+    SWF has no job names: the name is the job's ``name`` field when the workload has one, else
+    its executable number (the application), whose "prefix" is itself, so on SWF traces rules 2,
+    4 and 6 repeat rules 1, 3 and 5. The queue is the SWF queue number, the processors the
+    requested processors. :attr:`last_rule` says which rule gave the last prediction (0: none).
+    """
+
+    name = "profile"
+    RULES = 6
+
+    def __init__(self, no_walltime_estimate: float = DAY) -> None:
+        self.no_walltime_estimate = no_walltime_estimate
+        self.last: dict[Any, list[dict[tuple, float]]] = {}
+        self.last_rule = 0
+
+    def keys(self, job: Job) -> list[tuple]:
+        name = job.field("name")
+        if name is None:
+            name = job.field("executable")
+        name = str(name)
+        prefix = name.rstrip("0123456789") or name
+        queue, walltime = job.field("queue"), job.walltime
+        return [
+            (name, queue, walltime, job.res),
+            (prefix, queue, walltime, job.res),
+            (name, queue, walltime),
+            (prefix, queue, walltime),
+            (name,),
+            (prefix,),
+        ]
+
+    def estimate(self, job: Job, profile: dict[str, Any] | None) -> float:
+        requested = job.walltime if job.walltime is not None else self.no_walltime_estimate
+        history = self.last.get(job.field("user"))
+        if history is not None:
+            for rule, key in enumerate(self.keys(job), start=1):
+                runtime = history[rule - 1].get(key)
+                if runtime is not None:
+                    self.last_rule = rule
+                    return max(1.0, min(runtime, requested))
+        self.last_rule = 0
+        return requested
+
+    def observe(self, job: Job, runtime: float) -> None:
+        history = self.last.setdefault(job.field("user"), [{} for _ in range(self.RULES)])
+        for table, key in zip(history, self.keys(job), strict=True):
+            table[key] = float(runtime)
+
+
 ESTIMATORS: dict[str, type] = {
     "requested": RequestedTime,
     "actual": ActualRuntime,
     "easy++": EasyPlusPlus,
     "fixed": FixedPrediction,
     "adaboost": AdaBoostPrediction,
+    "profile": ProfileHeuristic,
 }
