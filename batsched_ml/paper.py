@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -77,14 +76,13 @@ def plan(traces: Iterable[str], policies: Iterable[str], variants: Iterable[str]
 
 
 def _execute(run: Run, trace_dir: str, root: str) -> tuple[Run, float]:
-    from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
-    from batsched_ml.workload.io import load_workload
+    """One replay, through the campaign's task (one way to run and write a replay)."""
+    from batsched_ml.campaign import RunSpec, run_one
 
-    started = time.perf_counter()
-    workload = load_workload(Path(trace_dir) / f"{run.trace}.swf.gz")
-    result = run_replay(workload, ReplayConfig(policy=run.policy, variant=run.variant))
-    write_outputs(result, run.directory(Path(root)))
-    return run, time.perf_counter() - started
+    row = run_one(RunSpec(run.trace, run.policy, run.variant), trace_dir, root)
+    if row["status"] == "failed":
+        raise RuntimeError(f"{run.trace} {run.policy} {run.variant}: {row['error']}")
+    return run, float(row["seconds"])
 
 
 def run_all(
