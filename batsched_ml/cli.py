@@ -110,7 +110,18 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         help="runtime prediction the base variant schedules with: requested (the user's "
         "estimate), actual (clairvoyant reference), easy++ (mean of the user's last two "
         "runtimes, capped by the requested time; with shortest-job backfilling), fixed (10 "
-        "minutes: the start of a correction-only policy)",
+        "minutes: the start of a correction-only policy), adaboost (AdaBoost regression on "
+        "the SWF fields, retrained weekly), profile (the user's last job of a matching "
+        "profile, seed 001), su (Levenshtein clusters of user and job name, nearest "
+        "neighbours, SVR; seed 003). All but actual are capped by the requested time",
+    )
+    parser.add_argument(
+        "--predictor-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a constructor parameter of the predictor, e.g. alpha=1.5 or regressor=rf for su, "
+        "seconds=900 for fixed, n_estimators=100 for adaboost (repeatable)",
     )
     parser.add_argument(
         "--correction",
@@ -193,6 +204,16 @@ def _cmd_trainer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_values(items: list[str], option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{option} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def _config(args: argparse.Namespace):
     from batsched_ml.replay import ReplayConfig
 
@@ -202,6 +223,7 @@ def _config(args: argparse.Namespace):
         estimator=args.estimator,
         correction=args.correction,
         dispatcher=args.dispatcher,
+        predictor_params=_key_values(args.predictor_option, "--predictor-option"),
         starvation_threshold=args.starvation_threshold,
         backfilling=not args.no_backfilling,
         feature_mode=args.feature_mode,

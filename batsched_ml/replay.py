@@ -29,7 +29,7 @@ from batsched_ml.protocol.events import Message
 from batsched_ml.scheduler.classified import CLASSIFIED_VARIANTS, ClassifyingScheduler
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import get_correction
-from batsched_ml.scheduler.estimators import ESTIMATORS
+from batsched_ml.scheduler.estimators import ESTIMATORS, make_estimator, predictor_kwargs
 from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
@@ -54,6 +54,7 @@ class ReplayConfig:
     estimator: str = "requested"  # the runtime predictor (``--predictor``)
     correction: str = "none"
     dispatcher: str = "easy"
+    predictor_params: dict[str, Any] = field(default_factory=dict)  # ``--predictor-option``
     starvation_threshold: float | None = 72 * 3600.0
     backfilling: bool = True
     feature_mode: str = "online"
@@ -76,6 +77,10 @@ class ReplayConfig:
         if self.estimator not in ESTIMATORS:
             known = ", ".join(ESTIMATORS)
             raise ValueError(f"unknown predictor {self.estimator!r} (choose from {known})")
+        if self.predictor_params:
+            if self.variant != "base":
+                raise ValueError("--predictor-option goes with the base variant only")
+            self.predictor_params = predictor_kwargs(self.estimator, self.predictor_params)
         get_correction(self.correction)  # a clear error for an unknown name
         if self.dispatcher not in DISPATCHERS:
             known = ", ".join(DISPATCHERS)
@@ -104,6 +109,8 @@ class ReplayConfig:
             out["correction"] = self.correction
         if self.dispatcher != "easy":
             out["dispatcher"] = self.dispatcher
+        if self.predictor_params:
+            out["predictor_params"] = dict(sorted(self.predictor_params.items()))
         if self.classified:
             out["feature_mode"] = self.feature_mode
             out["forest"] = self.forest.as_dict()
@@ -168,12 +175,10 @@ def make_scheduler(
             starvation_threshold=config.starvation_threshold,
             audit=audit,
         )
-    name = "actual" if config.variant == "runtime-clairvoyant" else config.estimator
-    try:
-        estimator_type = ESTIMATORS[name]
-    except KeyError:
-        known = ", ".join(ESTIMATORS)
-        raise ValueError(f"unknown estimator {name!r} (choose from {known})") from None
+    if config.variant == "runtime-clairvoyant":
+        estimator = make_estimator("actual")
+    else:
+        estimator = make_estimator(config.estimator, config.predictor_params, calendar)
     policy: str | Policy | PriorityRule = config.policy
     backfilling = config.backfilling
     if config.dispatcher == "sjf":  # list scheduling, shortest predicted runtime first
@@ -185,7 +190,7 @@ def make_scheduler(
         policy = PriorityRule()
     return EasyScheduler(
         policy,
-        MeasuredPredictor(estimator_type()),
+        MeasuredPredictor(estimator),
         starvation_threshold=config.starvation_threshold,
         backfilling=backfilling,
         audit=audit,

@@ -310,3 +310,92 @@ def test_on_swf_fields_the_name_is_the_executable() -> None:
     assert (p.estimate(other_res, None), p.last_rule) == (321, 3)
     other_exe = Job("c", 0, 4, 1000.0, "p", {"user": 1, "executable": 13, "queue": 1})
     assert (p.estimate(other_exe, None), p.last_rule) == (1000.0, 0)
+
+
+# --- SU (seed 003) --------------------------------------------------------------------------
+
+
+def su_job(
+    name: str, user: int, res: int = 1, t: float = 0.0, exe: str | None = None, wall=1e6
+) -> Job:
+    fields = {"id": name, "subtime": t, "res": res, "profile": "p", "user": user}
+    if exe is not None:
+        fields["name"] = exe
+    return Job(name, t, res, wall, "p", fields)
+
+
+def test_su_clusters_strings_by_levenshtein_distance() -> None:
+    from batsched_ml.scheduler.su import cluster_strings
+
+    labels = cluster_strings(["7_abc", "7_abd", "7_xyzzy", "7_xyzzz", "7_abe"], [3, 1, 2, 2, 1], 15)
+    assert labels[0] == labels[1] == labels[4]
+    assert labels[2] == labels[3] != labels[0]
+    assert cluster_strings(["a"], [4], 15) == [0]
+    assert cluster_strings(["a", "b"], [1, 1], 15) == [0, 1]  # two names stay apart
+
+
+def test_su_regresses_on_the_k_nearest_jobs_times_alpha_capped_by_the_request() -> None:
+    from batsched_ml.scheduler.su import SUPrediction
+
+    su = SUPrediction(regressor="linear", n_neighbors=3)
+    assert su.estimate(su_job("a", 1, res=4), None) == 1e6  # nothing known: the request
+    assert su.last_source == "requested"
+    for res in (1, 2, 3, 4, 6, 8, 64):
+        su.observe(su_job(f"r{res}", 1, res=res), 100.0 * res)
+    # the 3 nearest in processors of a 5-processor job are 4, 6 and 3 (or 4, 6, 8 by distance
+    # after standardising: 3 and 8 are not equally far); all lie on runtime = 100 x processors
+    assert su.estimate(su_job("q", 1, res=5), None) == pytest.approx(500.0)
+    assert su.last_source == "cluster"
+    su.alpha = 1.2
+    assert su.estimate(su_job("q", 1, res=5), None) == pytest.approx(600.0)
+    assert su.estimate(su_job("q", 1, res=5, wall=550.0), None) == 550.0  # the cap
+    # a user never seen: neighbours from everyone's recent jobs
+    assert su.estimate(su_job("n", 2, res=5), None) == pytest.approx(600.0)
+    assert su.last_source == "all"
+
+
+def test_su_takes_neighbours_in_the_cluster_of_the_nearest_name() -> None:
+    from batsched_ml.scheduler.su import SUPrediction
+
+    su = SUPrediction(regressor="linear", n_neighbors=50, recluster_every=10.0)
+    for i in range(4):
+        su.observe(su_job(f"a{i}", 1, exe="solver_a"), 100.0)
+        su.observe(su_job(f"b{i}", 1, exe="solver_b"), 100.0)
+        su.observe(su_job(f"z{i}", 1, exe="postprocessing"), 5000.0)
+    # before the first clustering: every job of the user (mean of 100s and 5000s)
+    assert su.estimate(su_job("x", 1, exe="solver_c", t=5.0), None) == pytest.approx(
+        (8 * 100 + 4 * 5000) / 12
+    )
+    # at t=10 the user is clustered: solver_c (never seen) joins solver_a / solver_b
+    assert su.estimate(su_job("y", 1, exe="solver_c", t=10.0), None) == 100.0
+    assert su.clusterings == 1
+    assert su.estimate(su_job("z", 1, exe="postprocessin", t=11.0), None) == 5000.0
+    cluster_of = su.users[1].cluster_of
+    assert cluster_of["1_solver_c"] == cluster_of["1_solver_a"] == cluster_of["1_solver_b"]
+    assert cluster_of["1_postprocessing"] != cluster_of["1_solver_a"]
+
+
+def test_su_neighbours_are_near_in_the_hour_of_submission_local_to_the_trace() -> None:
+    from batsched_ml.scheduler.su import SUPrediction
+
+    # 1996-09-23 00:00 UTC is 02:00 in Stockholm (summer time)
+    calendar = {"unix_start_time": 843436800, "time_zone_string": "Europe/Stockholm"}
+    su = SUPrediction(n_neighbors=2, calendar=calendar)
+    for day in range(2):
+        su.observe(su_job(f"n{day}", 1, t=day * 86400.0), 100.0)  # 02:00 local
+        su.observe(su_job(f"d{day}", 1, t=day * 86400.0 + 12 * 3600), 900.0)  # 14:00 local
+    assert su.hour(0.0) == 2.0
+    assert su.estimate(su_job("q1", 1, t=5 * 86400.0 + 600), None) == 100.0
+    assert su.estimate(su_job("q2", 1, t=5 * 86400.0 + 12 * 3600 + 600), None) == 900.0
+
+
+def test_predictor_options_are_checked_and_typed() -> None:
+    config = ReplayConfig(estimator="su", predictor_params={"alpha": "1.5", "regressor": "rf"})
+    assert config.predictor_params == {"alpha": 1.5, "regressor": "rf"}
+    assert config.as_dict()["predictor_params"] == {"alpha": 1.5, "regressor": "rf"}
+    scheduler = make_scheduler(config)
+    assert scheduler.estimator.inner.alpha == 1.5
+    with pytest.raises(ValueError, match="predictor su has no parameter 'beta'"):
+        ReplayConfig(estimator="su", predictor_params={"beta": "1"})
+    with pytest.raises(ValueError, match="unknown SU regressor 'tree'"):
+        make_scheduler(ReplayConfig(estimator="su", predictor_params={"regressor": "tree"}))

@@ -91,7 +91,7 @@ class _Category:
         return self.small / self.total if self.total else -1.0
 
 
-def _zone(time_zone_string: str | None, offset: int | None) -> tzinfo:
+def zone_of(time_zone_string: str | None, offset: int | None) -> tzinfo:
     if time_zone_string:
         try:
             return ZoneInfo(time_zone_string)
@@ -126,7 +126,7 @@ class FeatureTracker:
             raise ValueError(f"unknown feature mode {mode!r} (choose from {', '.join(MODES)})")
         self.mode = mode
         self.origin = unix_start_time
-        self.zone = _zone(time_zone_string, time_zone)
+        self.zone = zone_of(time_zone_string, time_zone)
         self.categories: dict[tuple, _Category] = {}
         self.pending: list[tuple[Submission, int]] = []
         self._seq = 0

@@ -12,9 +12,11 @@ backfill ahead of the reservation and starve the queue head.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Protocol
 
 from batsched_ml.job import Job
+from batsched_ml.scheduler.su import SUPrediction
 
 DAY = 86_400.0
 
@@ -245,4 +247,47 @@ ESTIMATORS: dict[str, type] = {
     "fixed": FixedPrediction,
     "adaboost": AdaBoostPrediction,
     "profile": ProfileHeuristic,
+    "su": SUPrediction,
 }
+
+
+def predictor_kwargs(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked against the constructor of predictor ``name`` and converted to the
+    type of each parameter's default (so that command-line strings work). An unknown name or
+    parameter, or a value of the wrong type, raises ``ValueError`` naming it."""
+    try:
+        kind = ESTIMATORS[name]
+    except KeyError:
+        known = ", ".join(ESTIMATORS)
+        raise ValueError(f"unknown predictor {name!r} (choose from {known})") from None
+    accepted = {
+        key: parameter.default
+        for key, parameter in inspect.signature(kind).parameters.items()
+        if key != "calendar" and parameter.default is not inspect.Parameter.empty
+    }
+    typed: dict[str, Any] = {}
+    for key, value in params.items():
+        if key not in accepted:
+            known = ", ".join(accepted) or "none"
+            raise ValueError(f"predictor {name} has no parameter {key!r} (it has: {known})")
+        default = accepted[key]
+        kind_of_value = float if default is None or isinstance(default, float) else type(default)
+        try:
+            typed[key] = kind_of_value(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"predictor {name} parameter {key}: {value!r} is not a {kind_of_value.__name__}"
+            ) from None
+    return typed
+
+
+def make_estimator(
+    name: str, params: dict[str, Any] | None = None, calendar: dict[str, Any] | None = None
+) -> Estimator:
+    """The predictor called ``name`` built with ``params`` (see :func:`predictor_kwargs`); a
+    predictor that reads the time of day is given the trace's ``calendar``."""
+    kwargs = predictor_kwargs(name, params or {})
+    kind = ESTIMATORS[name]
+    if "calendar" in inspect.signature(kind).parameters:
+        kwargs["calendar"] = calendar
+    return kind(**kwargs)

@@ -1,0 +1,275 @@
+"""The SU runtime predictor (seed 003): clustering, then nearest neighbours, then a regression.
+
+For a submitted job, SU
+
+1. finds its *cluster*: the user's finished jobs are clustered by the Levenshtein distance
+   between their ``user_jobname`` strings (k-means++ on the rows of the distance matrix, one
+   clustering per user, as the paper does to keep it tractable; the number of clusters, at most
+   ``max_clusters``, is the one with the best Calinski-Harabasz score). A string not seen at the
+   last clustering joins the cluster of its nearest clustered string; until the user's first
+   clustering, all the user's jobs are one cluster;
+2. takes the ``n_neighbors`` jobs of that cluster nearest to it in (processors, sin and cos of
+   the hour of submission), all three standardised over the cluster (equation 4). A user with no
+   finished job yet takes them from every user's recent jobs, as the paper does for new users;
+3. fits ``regressor`` (``svr``, ``rf`` or ``linear``) on those neighbours and predicts, times the
+   correction factor ``alpha`` (equation 5); capped by the requested time, at least one second,
+   as every predictor of batsched-ml (a job never runs past its walltime).
+
+Mapping onto SWF: the job name is the workload's ``name`` field when it has one, else the SWF
+executable number; traces without executables (KTH-SP2, HPC2N) give one string per user, so the
+clustering has nothing to separate and SU is a per-user nearest-neighbour regression there.
+The clustering is redone every ``recluster_every`` seconds of submission time (a week), for the
+users whose set of strings changed. The regression target is standardised over the neighbours
+(SVR's default ``epsilon`` and ``C`` assume unit scale; on raw seconds SVR would predict a
+constant). Deterministic for a given ``random_state``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from batsched_ml.job import Job
+from batsched_ml.predict.features import zone_of
+
+DAY = 86_400.0
+REGRESSORS = ("svr", "rf", "linear")
+
+
+class _Rows:
+    """A growable float matrix (one row per finished job), amortised O(1) append."""
+
+    def __init__(self, width: int) -> None:
+        self.data = np.empty((16, width))
+        self.size = 0
+
+    def append(self, row: tuple[float, ...]) -> None:
+        if self.size == len(self.data):
+            self.data = np.concatenate([self.data, np.empty_like(self.data)])
+        self.data[self.size] = row
+        self.size += 1
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+
+class _User:
+    """One user's finished jobs: strings and (processors, sin, cos, runtime) rows."""
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.rows = _Rows(4)
+        self.string_ids: dict[str, int] = {}  # distinct string -> index, in order of arrival
+        self.counts: list[int] = []
+        self.string_of_row: list[int] = []
+        self.cluster_of: dict[str, int] = {}  # from the last clustering (+ strings joined since)
+        self.clustered_strings: list[str] = []
+        self.dirty = False
+
+
+class SUPrediction:
+    """SU (seed 003): see the module docstring. Plain constructor parameters, as scikit-learn."""
+
+    name = "su"
+
+    def __init__(
+        self,
+        regressor: str = "svr",
+        alpha: float = 1.0,
+        n_neighbors: int = 20,
+        max_clusters: int = 15,
+        recluster_every: float = 7 * DAY,
+        history: int = 2_000,
+        random_state: int = 0,
+        calendar: dict[str, Any] | None = None,
+        no_walltime_estimate: float = DAY,
+    ) -> None:
+        if regressor not in REGRESSORS:
+            raise ValueError(f"unknown SU regressor {regressor!r} (choose from svr, rf, linear)")
+        if not alpha > 0:
+            raise ValueError(f"SU alpha must be positive, not {alpha}")
+        self.regressor = regressor
+        self.alpha = alpha
+        self.n_neighbors = n_neighbors
+        self.max_clusters = max_clusters
+        self.recluster_every = recluster_every
+        self.history = history
+        self.random_state = random_state
+        self.no_walltime_estimate = no_walltime_estimate
+        calendar = calendar or {}
+        self.origin = calendar.get("unix_start_time")
+        self.zone = zone_of(calendar.get("time_zone_string"), calendar.get("time_zone"))
+        self.users: dict[Any, _User] = {}
+        self.recent: deque[tuple[float, float, float, float]] = deque(maxlen=history)
+        self.clustered_until = 0.0
+        self.clusterings = 0
+        self.last_source = ""  # where the last prediction came from: cluster, all, requested
+
+    # --- features --------------------------------------------------------------------------
+
+    @staticmethod
+    def job_string(job: Job) -> str:
+        name = job.field("name")
+        if name is None:
+            name = job.field("executable")
+        if name is None or name == -1:
+            name = ""
+        return f"{job.field('user')}_{name}"
+
+    def hour(self, subtime: float) -> float:
+        """The hour of day of a submission (fractional), local to the trace when it says where."""
+        if self.origin is None:
+            return subtime % DAY / 3600.0
+        moment = datetime.fromtimestamp(self.origin + subtime, self.zone)
+        return moment.hour + moment.minute / 60.0 + moment.second / 3600.0
+
+    def point(self, job: Job) -> tuple[float, float, float]:
+        angle = 2.0 * math.pi * self.hour(job.subtime) / 24.0
+        return (float(job.res), math.sin(angle), math.cos(angle))
+
+    # --- learning --------------------------------------------------------------------------
+
+    def observe(self, job: Job, runtime: float) -> None:
+        user = self.users.get(job.field("user"))
+        if user is None:
+            user = self.users[job.field("user")] = _User()
+        string = self.job_string(job)
+        index = user.string_ids.get(string)
+        if index is None:
+            index = user.string_ids[string] = len(user.counts)
+            user.counts.append(0)
+            user.dirty = True
+        user.counts[index] += 1
+        user.string_of_row.append(index)
+        row = (*self.point(job), float(runtime))
+        user.rows.append(row)
+        self.recent.append(row)
+
+    def recluster(self, now: float) -> None:
+        """Cluster again the users whose strings changed; the next time comes
+        ``recluster_every`` after the period ``now`` falls in."""
+        periods = (now - self.clustered_until) // self.recluster_every
+        self.clustered_until += periods * self.recluster_every
+        for user in self.users.values():
+            if user.dirty:
+                self._cluster(user)
+                user.dirty = False
+                self.clusterings += 1
+
+    def _cluster(self, user: _User) -> None:
+        strings = list(user.string_ids)
+        labels = cluster_strings(
+            strings, user.counts, self.max_clusters, random_state=self.random_state
+        )
+        user.cluster_of = dict(zip(strings, labels, strict=True))
+        user.clustered_strings = strings
+
+    def cluster_for(self, user: _User, string: str) -> int | None:
+        cluster = user.cluster_of.get(string)
+        if cluster is None and user.clustered_strings:
+            from rapidfuzz import process
+            from rapidfuzz.distance import Levenshtein
+
+            nearest = process.extractOne(
+                string, user.clustered_strings, scorer=Levenshtein.distance
+            )
+            cluster = user.cluster_of[nearest[0]]
+            user.cluster_of[string] = cluster  # stays there until the next clustering
+        return cluster
+
+    # --- predicting ------------------------------------------------------------------------
+
+    def estimate(self, job: Job, profile: dict[str, Any] | None) -> float:
+        requested = job.walltime if job.walltime is not None else self.no_walltime_estimate
+        if job.subtime >= self.clustered_until + self.recluster_every:
+            self.recluster(job.subtime)
+        pool = self.pool(job)
+        if pool is None or len(pool) == 0:
+            self.last_source = "requested"
+            return requested
+        predicted = self.alpha * self.regress(pool, self.point(job))
+        return max(1.0, min(predicted, requested))
+
+    def pool(self, job: Job) -> np.ndarray | None:
+        """The finished jobs the neighbours are looked for in (the last ``history`` of them)."""
+        user = self.users.get(job.field("user"))
+        if user is None or user.rows.size == 0:
+            self.last_source = "all"
+            return np.array(self.recent) if self.recent else None
+        rows = user.rows.view()
+        cluster = self.cluster_for(user, self.job_string(job))
+        self.last_source = "cluster"
+        if cluster is not None and len(user.cluster_of) > 1:
+            cluster_of = user.cluster_of
+            strings = list(user.string_ids)
+            member = np.fromiter(
+                (cluster_of.get(s, -1) == cluster for s in strings), bool, len(strings)
+            )
+            rows = rows[member[np.asarray(user.string_of_row)]]
+            if len(rows) == 0:  # the cluster's jobs are all newer strings: the user's jobs
+                rows = user.rows.view()
+        return rows[-self.history :]
+
+    def regress(self, pool: np.ndarray, point: tuple[float, float, float]) -> float:
+        x = pool[:, :3]
+        mean = x.mean(axis=0)
+        scale = x.std(axis=0)
+        scale[scale == 0] = 1.0
+        xs = (x - mean) / scale
+        query = (np.asarray(point) - mean) / scale
+        distance = np.sqrt(((xs - query) ** 2).sum(axis=1))
+        nearest = np.argsort(distance, kind="stable")[: self.n_neighbors]
+        xn, yn = xs[nearest], pool[nearest, 3]
+        y_mean, y_scale = float(yn.mean()), float(yn.std())
+        if y_scale == 0 or len(yn) < 2:
+            return y_mean
+        model = self.make_regressor()
+        model.fit(xn, (yn - y_mean) / y_scale)
+        return y_mean + y_scale * float(model.predict(query.reshape(1, -1))[0])
+
+    def make_regressor(self) -> Any:
+        if self.regressor == "svr":
+            from sklearn.svm import SVR
+
+            return SVR()
+        if self.regressor == "rf":
+            from sklearn.ensemble import RandomForestRegressor
+
+            return RandomForestRegressor(n_estimators=10, random_state=self.random_state)
+        from sklearn.linear_model import LinearRegression
+
+        return LinearRegression()
+
+
+def cluster_strings(
+    strings: list[str], counts: list[int], max_clusters: int, *, random_state: int = 0
+) -> list[int]:
+    """Cluster labels for distinct ``strings`` (seen ``counts`` times each): k-means++ on the
+    rows of their Levenshtein distance matrix, weighted by the counts, with the number of
+    clusters in 2..min(max_clusters, n - 1) of best Calinski-Harabasz score. One string is one
+    cluster; two strings are two."""
+    n = len(strings)
+    if n <= 2:
+        return list(range(n))
+    from rapidfuzz import process
+    from rapidfuzz.distance import Levenshtein
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import calinski_harabasz_score
+
+    matrix = process.cdist(strings, strings, scorer=Levenshtein.distance).astype(float)
+    best: tuple[float, list[int]] | None = None
+    for k in range(2, min(max_clusters, n - 1) + 1):
+        model = KMeans(n_clusters=k, init="k-means++", n_init=3, random_state=random_state)
+        labels = model.fit_predict(matrix, sample_weight=np.asarray(counts, float))
+        if len(set(labels.tolist())) < 2:
+            continue
+        score = calinski_harabasz_score(matrix, labels)
+        if best is None or score > best[0]:
+            best = (score, labels.tolist())
+    if best is None:
+        return [0] * n
+    return best[1]
