@@ -137,7 +137,9 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         choices=list(DISPATCHERS),
         help="easy: EASY backfilling in the --policy order; sjf / ljf: shortest / longest "
         "predicted runtime first, no backfilling; prb: urgency (wait / expected wait of the "
-        "job's queue) first, ties by demand, every job that fits starts (seed 001)",
+        "job's queue) first, ties by demand, every job that fits starts; cph: a CP-SAT plan "
+        "of the 32 most urgent jobs minimising their total wait, then PRB's allocation (seed "
+        "001)",
     )
     parser.add_argument(
         "--feature-mode",

@@ -29,6 +29,7 @@ from batsched_ml.protocol.events import Message
 from batsched_ml.scheduler.classified import CLASSIFIED_VARIANTS, ClassifyingScheduler
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import get_correction
+from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.scheduler.estimators import ESTIMATORS, make_estimator, predictor_kwargs
 from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
 from batsched_ml.sim import jobs_csv
@@ -40,9 +41,9 @@ from batsched_ml.sim.simulator import BatsimSimulator
 VARIANTS = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
 
 #: ``--dispatcher`` values: EASY backfilling with the ``--policy`` order, or the dispatchers of
-#: seed 001: shortest / longest predicted runtime first (no backfilling), and PRB (urgency
-#: order, every job that fits starts).
-DISPATCHERS = ("easy", "sjf", "ljf", "prb")
+#: seed 001: shortest / longest predicted runtime first (no backfilling), PRB (urgency order,
+#: every job that fits starts) and CPH (a CP-SAT plan of the urgent jobs, :mod:`.scheduler.cph`).
+DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
 
 
 @dataclass
@@ -186,7 +187,8 @@ def make_scheduler(
     elif config.dispatcher == "ljf":
         policy, backfilling = LJF, False
     greedy = config.dispatcher == "prb"
-    if greedy:
+    planner = ConstraintPlanner() if config.dispatcher == "cph" else None
+    if greedy or planner is not None:
         policy = PriorityRule()
     return EasyScheduler(
         policy,
@@ -196,6 +198,7 @@ def make_scheduler(
         audit=audit,
         correction=get_correction(config.correction),
         greedy=greedy,
+        planner=planner,
     )
 
 

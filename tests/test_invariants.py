@@ -80,6 +80,26 @@ def test_invariants_on_a_kth_slice(kth_workload, policy: str, tmp_path: Path) ->
     assert checked["jobs"] == 3000 and checked["kills"] > 0
 
 
+@pytest.mark.parametrize(
+    ("dispatcher", "predictor", "correction"),
+    [
+        ("sjf", "easy++", "none"),
+        ("ljf", "profile", "none"),
+        ("prb", "su", "power"),
+        ("cph", "requested", "none"),
+        ("cph", "easy++", "simple"),
+        ("easy", "adaboost", "power"),
+    ],
+)
+def test_invariants_of_the_related_work_on_a_kth_slice(
+    kth_workload, dispatcher: str, predictor: str, correction: str, tmp_path: Path
+) -> None:
+    workload = workload_head(kth_workload, 1000)
+    config = ReplayConfig(dispatcher=dispatcher, estimator=predictor, correction=correction)
+    checked = check_schedule(replay_twice(workload, config, tmp_path), workload)
+    assert checked == {"jobs": 1000, "rows": 1000, "kills": 0}
+
+
 TRACE_FILES = sorted(TRACES.glob("*.swf.gz")) if TRACES.is_dir() else []
 
 

@@ -146,7 +146,8 @@ def test_dispatchers_order_by_prediction_without_backfilling() -> None:
         ),
         ({"variant": "runtime-clairvoyant", "correction": "simple"}, "--correction simple"),
         ({"dispatcher": "sjf", "policy": "spf"}, "the sjf dispatcher orders the queue itself"),
-        ({"dispatcher": "cph"}, "unknown dispatcher 'cph'"),
+        ({"dispatcher": "fifo"}, "unknown dispatcher 'fifo'"),
+        ({"dispatcher": "cph", "variant": "classification"}, "runs on the easy dispatcher"),
         ({"estimator": "oracle"}, "unknown predictor 'oracle'"),
     ],
 )
@@ -399,3 +400,97 @@ def test_predictor_options_are_checked_and_typed() -> None:
         ReplayConfig(estimator="su", predictor_params={"beta": "1"})
     with pytest.raises(ValueError, match="unknown SU regressor 'tree'"):
         make_scheduler(ReplayConfig(estimator="su", predictor_params={"regressor": "tree"}))
+
+
+# --- CPH (seed 001, section 4) --------------------------------------------------------------
+
+
+class Queued:
+    def __init__(self, name: str, res: int, est: float) -> None:
+        self.name, self.res, self.est = name, res, est
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def test_prb_list_schedule_over_the_relaxed_model() -> None:
+    from batsched_ml.scheduler.cph import list_schedule
+
+    jobs = [Queued("a", 3, 5), Queued("b", 1, 20), Queued("c", 2, 5)]
+    # 2 processors free now, 2 more when a running job ends at t=10
+    assert list_schedule(jobs, [5, 20, 5], 2, [(10, 2)]) == [10, 0, 15]
+
+
+def test_cph_starts_what_minimises_the_total_wait_not_the_urgency_order() -> None:
+    from batsched_ml.scheduler.cph import ConstraintPlanner
+
+    a, b, c = Queued("a", 3, 100), Queued("b", 2, 10), Queued("c", 2, 10)
+    planner = ConstraintPlanner()
+    # PRB's list schedule starts a now and b, c at 100 (total wait 200); waiting 10 s for a
+    # makes the total 10
+    assert planner.solve([a, b, c], 4, [], 0.0) == [10, 0, 0]
+    assert planner.plan([a, b, c], 0b1111, [], 0.0) == [(b, 0b0011), (c, 0b1100)]
+    assert planner.calls == 2 and planner.improved == 2 and planner.fallbacks == 0
+
+
+def test_cph_takes_trivial_decisions_without_the_solver() -> None:
+    from batsched_ml.scheduler.cph import ConstraintPlanner
+
+    planner = ConstraintPlanner()
+    big, small = Queued("big", 8, 10), Queued("small", 1, 10)
+    assert planner.plan([big], 0b1111, [(50.0, 0, 4)], 0.0) == []  # nothing fits
+    assert planner.plan([small, small], 0b0110, [], 0.0) == [(small, 0b0010), (small, 0b0100)]
+    assert planner.calls == 0
+
+
+def test_cph_repair_postpones_a_planned_job_that_does_not_fit() -> None:
+    from batsched_ml.scheduler.cph import repair
+
+    jobs = [Queued("a", 2, 1), Queued("b", 3, 1), Queued("c", 1, 1)]
+    assert repair(jobs, 0b1111) == [(jobs[0], 0b0011), (jobs[2], 0b0100)]
+
+
+def test_cph_plans_are_feasible_and_never_worse_than_prb() -> None:
+    """Random instances: the CP plan never exceeds the machine at any time (the running jobs
+    included) and its total wait is at most the PRB list schedule's."""
+    import random
+
+    from batsched_ml.scheduler.cph import ConstraintPlanner, list_schedule
+
+    rng = random.Random(7)
+    planner = ConstraintPlanner(budget=0.01)
+    for _ in range(40):
+        machines = rng.randint(4, 16)
+        running = []
+        used = 0
+        while used < machines - 1 and rng.random() < 0.7:
+            res = rng.randint(1, machines - 1 - used)
+            running.append((float(rng.randint(1, 500)), len(running), res))
+            used += res
+        running.sort()
+        free = machines - used
+        window = [Queued(f"j{i}", rng.randint(1, machines), rng.randint(1, 300)) for i in range(8)]
+        starts = planner.solve(window, free, running, 0.0)
+        events = [(0, res) for _, _, res in running] + [(int(end), -res) for end, _, res in running]
+        for job, start in zip(window, starts, strict=True):
+            events += [(start, job.res), (start + int(job.est), -job.res)]
+        load = 0
+        for _time, delta in sorted(events, key=lambda e: (e[0], e[1])):
+            load += delta
+            assert load <= machines
+        releases = sorted((int(end), res) for end, _, res in running)
+        hint = list_schedule(window, [int(j.est) for j in window], free, releases)
+        assert sum(starts) <= sum(hint)
+
+
+@pytest.mark.parametrize(("small_est", "starts_now"), [(1500.0, True), (2500.0, False)])
+def test_the_cph_scheduler_weighs_the_total_wait(small_est, starts_now) -> None:
+    scheduler = make_scheduler(ReplayConfig(dispatcher="cph"))
+    scheduler.handle(Message(0.0, [begins(4), submitted(0.0, "busy", 2, 1000.0)]))
+    scheduler.handle(Message(10.0, [submitted(10.0, "wide", 3, 100.0)]))
+    reply = scheduler.handle(Message(20.0, [submitted(20.0, "small", 2, small_est)]))
+    # "wide" can start when "busy" ends (980 s from now). Starting "small" now delays it to
+    # the end of "small": total wait small_est; holding "small" gives 980 + 1080 = 2060
+    started = [e.job_id for e in reply.events if isinstance(e, ExecuteJob)]
+    assert started == (["w0!small"] if starts_now else [])
+    assert scheduler.planner.calls == 1

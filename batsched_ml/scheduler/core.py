@@ -37,6 +37,7 @@ from batsched_ml.protocol.events import (
     SimulationEnds,
 )
 from batsched_ml.scheduler.correction import MARGIN, Correction
+from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.scheduler.easy import Reservation, easy_pass
 from batsched_ml.scheduler.estimators import Estimator, RequestedTime
 from batsched_ml.scheduler.policies import Policy, get_policy
@@ -103,8 +104,15 @@ class EasyScheduler:
         Extend the estimate of a running job that reaches it (:mod:`.correction`); ``None``:
         such a job is expected to end at once.
 
+    greedy:
+        Start every job that fits, in queue order, and reserve nothing (PRB's allocation).
+    planner:
+        Decide with CPH's constraint model instead of EASY (:mod:`.cph`).
+
     Backfilling tries the jobs behind the head shortest estimate first when the estimator
-    asks for it (``backfill_shortest_first``: EASY++'s SJBF), in queue order otherwise.
+    asks for it (``backfill_shortest_first``: EASY++'s SJBF), in queue order otherwise. Under
+    ``greedy`` or a ``planner``, a starving queue head still gets EASY's reservation, or the
+    starvation threshold would bound nothing.
     """
 
     def __init__(
@@ -117,9 +125,11 @@ class EasyScheduler:
         audit: bool = False,
         correction: Correction | None = None,
         greedy: bool = False,
+        planner: ConstraintPlanner | None = None,
     ) -> None:
         self.backfilling = backfilling
         self.greedy = greedy
+        self.planner = planner
         self.correction = correction
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
         self.estimator = estimator if estimator is not None else RequestedTime()
@@ -322,17 +332,20 @@ class EasyScheduler:
         if self.correction is not None:
             self.correct_estimates(now)
         queue = self.ordered_queue(now)  # may be self._sorted itself: not changed until the end
-        started, reservation = easy_pass(
-            queue,
-            self.free,
-            self._ends,
-            now,
-            backfilling=self.backfilling,
-            shortest_first=getattr(self.estimator, "backfill_shortest_first", False),
-            # a starving job at the head gets EASY's reservation even under a greedy
-            # dispatcher, or the threshold would bound nothing
-            greedy=self.greedy and not self._head_starving(queue, now),
-        )
+        starving = self._head_starving(queue, now)
+        if self.planner is not None and not starving:
+            started = self.planner.plan(queue, self.free, self._ends, now)
+            reservation = None
+        else:
+            started, reservation = easy_pass(
+                queue,
+                self.free,
+                self._ends,
+                now,
+                backfilling=self.backfilling,
+                shortest_first=getattr(self.estimator, "backfill_shortest_first", False),
+                greedy=self.greedy and not starving,
+            )
         self.last_reservation = reservation
         if self.audit and reservation is not None:
             head = reservation.head
