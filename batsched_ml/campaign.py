@@ -9,6 +9,13 @@ A campaign file (TOML) names what to run and where results go::
     policies = ["fcfs", "spf"]
     variants = ["base", "classification-idempotent"]
     seeds = [0]                           # the forest's random_state; optional, default [0]
+    predictors = ["requested", "su"]      # optional: --predictor values (default: requested)
+    corrections = ["none", "power"]       # optional: --correction values (default: none)
+    dispatchers = ["easy", "cph"]         # optional: --dispatcher values (default: easy)
+
+    [[campaign.grid]]                     # optional, repeatable: a product of its own, with
+    dispatchers = ["sjf", "prb"]          # the keys it sets replacing those above; the
+                                          # campaign is the union of its grids
 
     [dask]
     scheduler = ""                        # an existing cluster's address; "" = a local one
@@ -16,7 +23,9 @@ A campaign file (TOML) names what to run and where results go::
 
 Seeds only apply to variants that train a forest (``classification``,
 ``classification-idempotent``); the others are deterministic and run once. Seed 0 keeps the
-plain folder name, so the runs of ``paper-results`` count as done.
+plain folder name, so the runs of ``paper-results`` count as done. Predictors, corrections and
+dispatchers other than the defaults run with the ``base`` variant (and dispatchers other than
+``easy`` with ``fcfs``) only; their names extend the folder name (``fcfs-base-su-power-cph``).
 
 Each replay is one Dask task (:func:`run_one`): it loads and converts its trace, replays it
 with the in-process trainer and writes the run folder; a run whose ``summary.json`` exists is
@@ -28,6 +37,7 @@ OUTPUT`` reads it. The same file runs on a laptop or, with ``[dask] scheduler``,
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -40,7 +50,9 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.replay import VARIANTS
+from batsched_ml.replay import DISPATCHERS, VARIANTS
+from batsched_ml.scheduler.correction import CORRECTIONS
+from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.scheduler.policies import POLICIES
 
 SEEDED_VARIANTS = ("classification", "classification-idempotent")
@@ -49,6 +61,9 @@ RESULT_COLUMNS = (
     "policy",
     "variant",
     "seed",
+    "predictor",
+    "correction",
+    "dispatcher",
     "status",
     "seconds",
     "path",
@@ -59,8 +74,15 @@ RESULT_COLUMNS = (
     "max_wait",
     "kills",
     "accuracy",
+    "APA",
+    "MAE",
+    "UR",
+    "predict_us_per_job",
     "error",
 )
+
+
+SPEC_FIELDS = ("trace", "policy", "variant", "seed", "predictor", "correction", "dispatcher")
 
 
 class CampaignError(ValueError):
@@ -73,10 +95,40 @@ class RunSpec:
     policy: str
     variant: str
     seed: int = 0
+    predictor: str = "requested"
+    correction: str = "none"
+    dispatcher: str = "easy"
 
     def folder(self, output: Path) -> Path:
-        suffix = f"-seed{self.seed}" if self.seed else ""
-        return output / self.trace / f"{self.policy}-{self.variant}{suffix}"
+        """``TRACE/POLICY-VARIANT``, then the predictor, correction and dispatcher when they
+        are not the defaults (their names do not overlap), then ``-seedN`` for seed N > 0."""
+        parts = [self.policy, self.variant]
+        for value, default in (
+            (self.predictor, "requested"),
+            (self.correction, "none"),
+            (self.dispatcher, "easy"),
+        ):
+            if value != default:
+                parts.append(value)
+        if self.seed:
+            parts.append(f"seed{self.seed}")
+        return output / self.trace / "-".join(parts)
+
+    def config(self) -> Any:
+        import dataclasses
+
+        from batsched_ml.replay import ReplayConfig
+
+        config = ReplayConfig(
+            policy=self.policy,
+            variant=self.variant,
+            estimator=self.predictor,
+            correction=self.correction,
+            dispatcher=self.dispatcher,
+        )
+        return dataclasses.replace(
+            config, forest=dataclasses.replace(config.forest, random_state=self.seed)
+        )
 
 
 @dataclass
@@ -116,13 +168,17 @@ def load_campaign(path: str | Path) -> Campaign:
     if not isinstance(table, dict):
         raise CampaignError(f"{path}: no [campaign] table")
     base = path.parent
-    traces = _list(table, "traces", path)
-    policies = _list(table, "policies", path, sorted(POLICIES))
-    variants = _list(table, "variants", path, list(VARIANTS))
-    seeds = _list(table, "seeds", path, default=[0])
-    if not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise CampaignError(f"{path}: [campaign] seeds must be non-negative integers")
-    runs = expand(traces, policies, variants, seeds)
+    grids = table.get("grid", [{}])
+    if not isinstance(grids, list) or not all(isinstance(g, dict) for g in grids):
+        raise CampaignError(
+            f"{path}: [campaign] grid must be an array of tables ([[campaign.grid]])"
+        )
+    runs: list[RunSpec] = []
+    for grid in grids:
+        merged = {**{k: v for k, v in table.items() if k != "grid"}, **grid}
+        for spec in _expand_table(merged, path):
+            if spec not in runs:
+                runs.append(spec)
     dask = config.get("dask", {})
     return Campaign(
         output=(base / table.get("output", "runs/campaign")).resolve(),
@@ -134,22 +190,56 @@ def load_campaign(path: str | Path) -> Campaign:
     )
 
 
+def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
+    traces = _list(table, "traces", path)
+    policies = _list(table, "policies", path, sorted(POLICIES))
+    variants = _list(table, "variants", path, list(VARIANTS))
+    seeds = _list(table, "seeds", path, default=[0])
+    if not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise CampaignError(f"{path}: [campaign] seeds must be non-negative integers")
+    predictors = _list(table, "predictors", path, list(ESTIMATORS), default=["requested"])
+    corrections = _list(table, "corrections", path, list(CORRECTIONS), default=["none"])
+    dispatchers = _list(table, "dispatchers", path, list(DISPATCHERS), default=["easy"])
+    return expand(traces, policies, variants, seeds, predictors, corrections, dispatchers)
+
+
 def expand(
-    traces: list[str], policies: list[str], variants: list[str], seeds: list[int]
+    traces: list[str],
+    policies: list[str],
+    variants: list[str],
+    seeds: list[int],
+    predictors: list[str] = ["requested"],  # noqa: B006 (never mutated)
+    corrections: list[str] = ["none"],  # noqa: B006
+    dispatchers: list[str] = ["easy"],  # noqa: B006
 ) -> list[RunSpec]:
-    """Every run of the campaign, once: seeds multiply only the variants that train a forest."""
+    """Every run of the campaign, once: seeds multiply only the variants that train a forest;
+    predictors and corrections other than the defaults go with the ``base`` variant only, and
+    dispatchers other than ``easy`` with ``base`` and ``fcfs`` only (they order the queue
+    themselves), the combinations ``ReplayConfig`` accepts."""
     runs: list[RunSpec] = []
+    seen: set[RunSpec] = set()
     for trace in traces:
         for policy in policies:
             for variant in variants:
                 for seed in seeds if variant in SEEDED_VARIANTS else [seeds[0]]:
-                    spec = RunSpec(trace, policy, variant, seed)
-                    if spec not in runs:
-                        runs.append(spec)
+                    for predictor, correction, dispatcher in itertools.product(
+                        predictors, corrections, dispatchers
+                    ):
+                        changed = (predictor, correction) != ("requested", "none")
+                        if variant != "base" and (changed or dispatcher != "easy"):
+                            continue
+                        if dispatcher != "easy" and policy != "fcfs":
+                            continue
+                        spec = RunSpec(
+                            trace, policy, variant, seed, predictor, correction, dispatcher
+                        )
+                        if spec not in seen:
+                            seen.add(spec)
+                            runs.append(spec)
     return runs
 
 
-def _row(spec: RunSpec, folder: Path, status: str, seconds: float, error: str = "") -> dict:
+def result_row(spec: RunSpec, folder: Path, status: str, seconds: float, error: str = "") -> dict:
     row: dict[str, Any] = {
         **asdict(spec),
         "status": status,
@@ -163,6 +253,14 @@ def _row(spec: RunSpec, folder: Path, status: str, seconds: float, error: str = 
         for key in ("jobs", "mean_bsld", "cumulative_bsld", "mean_wait", "max_wait", "kills"):
             row[key] = summary.get(key)
         row["accuracy"] = (summary.get("classification") or {}).get("accuracy")
+        prediction = summary.get("prediction") or {}
+        for key in ("APA", "MAE", "UR"):
+            row[key] = prediction.get(key)
+        timing_path = folder / "timing.json"
+        if timing_path.exists():
+            row["predict_us_per_job"] = json.loads(timing_path.read_text()).get(
+                "predict_us_per_job"
+            )
     return row
 
 
@@ -170,24 +268,18 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
     """One replay as a task: skipped if done, its error recorded (not raised) if it fails."""
     folder = spec.folder(Path(output))
     if (folder / "summary.json").exists():
-        return _row(spec, folder, "existing", 0.0)
+        return result_row(spec, folder, "existing", 0.0)
     started = time.perf_counter()
     try:
-        import dataclasses
-
-        from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+        from batsched_ml.replay import run_replay, write_outputs
         from batsched_ml.workload.io import load_workload
 
         workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
-        config = ReplayConfig(policy=spec.policy, variant=spec.variant)
-        config = dataclasses.replace(
-            config, forest=dataclasses.replace(config.forest, random_state=spec.seed)
-        )
-        write_outputs(run_replay(workload, config), folder)
+        write_outputs(run_replay(workload, spec.config()), folder)
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        return _row(spec, folder, "failed", time.perf_counter() - started, last)
-    return _row(spec, folder, "done", time.perf_counter() - started)
+        return result_row(spec, folder, "failed", time.perf_counter() - started, last)
+    return result_row(spec, folder, "done", time.perf_counter() - started)
 
 
 def _client(campaign: Campaign):
@@ -234,9 +326,7 @@ def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFr
     rank = {asdict(spec).__repr__(): i for i, spec in enumerate(order)}
     rows = sorted(
         rows,
-        key=lambda r: rank.get(
-            {k: r[k] for k in ("trace", "policy", "variant", "seed")}.__repr__(), 0
-        ),
+        key=lambda r: rank.get({k: r[k] for k in SPEC_FIELDS}.__repr__(), 0),
     )
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
 

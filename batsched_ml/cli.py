@@ -339,6 +339,25 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     return 1 if counts.get("failed") else 0
 
 
+def _cmd_related_work(args: argparse.Namespace) -> int:
+    from batsched_ml.campaign import load_campaign
+    from batsched_ml.report.related_work import collect, render
+
+    status = 0
+    if not args.no_run:
+        status = _cmd_campaign(args)
+    campaign = load_campaign(args.config)
+    table = collect(campaign)
+    notes = Path(args.notes)
+    page = render(table, campaign, notes.read_text() if notes.is_file() else "")
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page)
+    made = int((table["status"] != "missing").sum())
+    print(f"wrote {out}: {made} of {len(table)} runs")
+    return status
+
+
 def _cmd_collect(args: argparse.Namespace) -> int:
     from batsched_ml.collect import collect, summary_table
 
@@ -667,6 +686,34 @@ def build_parser() -> argparse.ArgumentParser:
     campaign.add_argument("--workers", type=int, metavar="N", help="local Dask workers")
     campaign.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     campaign.set_defaults(handler=_cmd_campaign)
+
+    related = commands.add_parser(
+        "related-work",
+        help="run the related work's predictors x dispatchers and write docs/related-work.md",
+        description="Run the runs of CAMPAIGN.toml not made yet (as `campaign` does), then "
+        "write the page of prediction quality, mean bounded slowdown and wait per predictor x "
+        "dispatcher and correction, the classification beside them, and the comparison with "
+        "the seeds' figures. NOTES, hand-written analysis, is included after the comparison.",
+    )
+    related.add_argument(
+        "config",
+        nargs="?",
+        default=str(Path(__file__).resolve().parents[1] / "campaigns" / "related-work.toml"),
+        metavar="CAMPAIGN.toml",
+        help="default: campaigns/related-work.toml",
+    )
+    related.add_argument("-o", "--output", default="docs/related-work.md")
+    related.add_argument(
+        "--notes",
+        default="docs/related-work-notes.md",
+        help="Markdown included in the page, if the file exists",
+    )
+    related.add_argument(
+        "--no-run", action="store_true", help="write the page from the runs already made"
+    )
+    related.add_argument("--workers", type=int, metavar="N", help="local Dask workers")
+    related.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    related.set_defaults(handler=_cmd_related_work, scheduler=None)
 
     results = commands.add_parser(
         "paper-results",

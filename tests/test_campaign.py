@@ -35,6 +35,37 @@ def test_expansion_multiplies_seeds_only_where_a_forest_is_trained() -> None:
     )
 
 
+def test_expansion_keeps_only_the_combinations_a_replay_accepts() -> None:
+    runs = expand(
+        ["A"],
+        ["fcfs", "spf"],
+        ["base", "classification"],
+        [0],
+        predictors=["requested", "su"],
+        corrections=["none", "power"],
+        dispatchers=["easy", "cph"],
+    )
+    names = [spec.folder(Path("o")).name for spec in runs]
+    assert names == [
+        "fcfs-base",
+        "fcfs-base-cph",
+        "fcfs-base-power",
+        "fcfs-base-power-cph",
+        "fcfs-base-su",
+        "fcfs-base-su-cph",
+        "fcfs-base-su-power",
+        "fcfs-base-su-power-cph",
+        "fcfs-classification",
+        "spf-base",
+        "spf-base-power",
+        "spf-base-su",
+        "spf-base-su-power",
+        "spf-classification",
+    ]
+    for spec in runs:
+        spec.config()  # every one is a valid replay
+
+
 def test_the_shipped_paper_campaign_is_the_paper_s_evaluation() -> None:
     campaign = load_campaign(ROOT / "campaigns" / "paper.toml")
     assert len(campaign.runs) == 5 * 4 * 5

@@ -1,0 +1,261 @@
+"""``docs/related-work.md``: the related work's predictors and dispatchers on our scheduler.
+
+The page is written from the run folders of a campaign (``campaigns/related-work.toml``): for
+each trace, the prediction quality of every predictor (seed 003's APA, MAE, UR, and the time a
+prediction takes), the mean bounded slowdown and mean wait of every predictor x dispatcher, the
+walltime corrections of seed 002 under EASY, and the classification (seed 000) beside them; then
+the comparison with the figures the seeds publish. A run not made yet shows as ``n/r`` and the
+page lists what is missing, so a partial campaign still gives a truthful page.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from batsched_ml.campaign import RESULT_COLUMNS, Campaign, RunSpec, result_row
+
+PREDICTORS = ("requested", "actual", "easy++", "fixed", "adaboost", "profile", "su")
+DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
+CORRECTIONS = ("none", "simple", "power")
+MISSING = "n/r"
+
+#: Seed 002, Tables 4 and 5, HPC2N Seth column (their cleaning: a one-user flurry, 55 % of the
+#: log, and jobs over 7 days removed; first 1 % of jobs left out of the means; Slurm simulator).
+SEED_002_HPC2N = {
+    # policy: (mean wait in minutes, mean bounded slowdown)
+    ("requested", "none"): (93.38, 637.0),
+    ("easy++", "power"): (111.13, 655.0),
+    ("easy++", "simple"): (108.66, 655.0),
+    ("adaboost", "power"): (53.09, 2.0),
+    ("adaboost", "simple"): (52.61, 2.0),
+    ("fixed", "power"): (70.00, 16.0),
+    ("fixed", "simple"): (59.63, 16.0),
+}
+#: Seed 003, Table 5 (CARDC, 26,208 jobs): SU with each regressor, and the same without SU.
+SEED_003 = {
+    "SU + SVR": (0.8046, 0.2485, 2762.7),
+    "SU + RFR": (0.7469, 0.3022, 3181.9),
+    "SU + linear": (0.7482, 0.3134, 3140.5),
+    "SVR alone": (0.5400, 0.489, 9488.0),
+}
+
+
+def collect(campaign: Campaign) -> pd.DataFrame:
+    """One row per run of the campaign, from its folder (``status`` is ``missing`` when the
+    run has not been made)."""
+    rows = []
+    for spec in campaign.runs:
+        folder = spec.folder(campaign.output)
+        if (folder / "summary.json").exists():
+            row = result_row(spec, folder, "existing", 0.0)
+        else:
+            row = {**spec.__dict__, "status": "missing"}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+def _cell(table: pd.DataFrame, column: str, fmt: str, **where: Any) -> str:
+    mask = pd.Series(True, index=table.index)
+    for key, value in where.items():
+        mask &= table[key] == value
+    found = table[mask & (table["status"] != "missing")]
+    if found.empty or column not in found or pd.isna(found.iloc[0][column]):
+        return MISSING
+    return format(float(found.iloc[0][column]), fmt)
+
+
+def _value(table: pd.DataFrame, column: str, **where: Any) -> float | None:
+    text = _cell(table, column, ".10g", **where)
+    return None if text == MISSING else float(text)
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _base(**extra: Any) -> dict[str, Any]:
+    return {"policy": "fcfs", "variant": "base", **extra}
+
+
+def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
+    runs = table[table["trace"] == trace]
+    jobs = runs["jobs"].dropna()
+    count = f"{int(jobs.iloc[0]):,} jobs" if not jobs.empty else "no run yet"
+    out = [f"## {trace} ({count})", ""]
+
+    out += ["**Prediction quality** (EASY, FCFS, no correction; seed 003, equations 6-8)", ""]
+    rows = []
+    for predictor in PREDICTORS:
+        where = _base(predictor=predictor, correction="none", dispatcher="easy")
+        rows.append(
+            [
+                predictor,
+                _cell(runs, "APA", ".3f", **where),
+                _cell(runs, "MAE", ",.0f", **where),
+                _cell(runs, "UR", ".3f", **where),
+                _cell(runs, "predict_us_per_job", ",.0f", **where),
+            ]
+        )
+    out += [*_markdown(["predictor", "APA", "MAE (s)", "UR", "µs per prediction"], rows), ""]
+
+    for column, label, fmt in (
+        ("mean_bsld", "Mean bounded slowdown", ",.2f"),
+        ("mean_wait", "Mean wait (s)", ",.0f"),
+    ):
+        out += [f"**{label}**, predictor x dispatcher (FCFS arrival order for EASY)", ""]
+        rows = []
+        for predictor in PREDICTORS:
+            if predictor == "fixed":  # a correction-only start: meaningless without one
+                continue
+            rows.append(
+                [predictor]
+                + [
+                    _cell(runs, column, fmt, **_base(predictor=p, correction="none", dispatcher=d))
+                    for p, d in ((predictor, d) for d in DISPATCHERS)
+                ]
+            )
+        out += [*_markdown(["predictor", *DISPATCHERS], rows), ""]
+
+    out += ["**Walltime correction** under EASY (seed 002): mean bounded slowdown / mean wait (s)"]
+    out += [""]
+    rows = []
+    for predictor in PREDICTORS:
+        if predictor == "actual":
+            continue
+        cells = [predictor]
+        for correction in CORRECTIONS:
+            where = _base(predictor=predictor, correction=correction, dispatcher="easy")
+            cells.append(
+                f"{_cell(runs, 'mean_bsld', ',.2f', **where)} / "
+                f"{_cell(runs, 'mean_wait', ',.0f', **where)}"
+            )
+        rows.append(cells)
+    out += [*_markdown(["predictor", *CORRECTIONS], rows), ""]
+
+    where = {"policy": "fcfs", "variant": "classification-idempotent"}
+    out += [
+        "**Classification** (seed 000, FCFS, classification-idempotent): mean bounded slowdown "
+        f"{_cell(runs, 'mean_bsld', ',.2f', **where)}, mean wait "
+        f"{_cell(runs, 'mean_wait', ',.0f', **where)} s, classification accuracy "
+        f"{_cell(runs, 'accuracy', '.3f', **where)}.",
+        "",
+    ]
+    return out
+
+
+def _percent_change(new: float | None, old: float | None) -> str:
+    if new is None or old is None or old == 0 or math.isnan(new) or math.isnan(old):
+        return MISSING
+    return f"{100.0 * (new - old) / old:+.0f} %"
+
+
+def comparison_section(table: pd.DataFrame) -> list[str]:
+    out = ["## Compared with the published figures", ""]
+    hpc2n = table[table["trace"].str.startswith("HPC2N")]
+    out += [
+        "**Seed 002, HPC2N** (Tables 4 and 5): change of the mean wait and mean bounded "
+        "slowdown against the user estimate, published and ours (EASY, FCFS).",
+        "",
+    ]
+    published_base = SEED_002_HPC2N[("requested", "none")]
+    ours_wait = _value(hpc2n, "mean_wait", **_base(predictor="requested", correction="none"))
+    ours_bsld = _value(hpc2n, "mean_bsld", **_base(predictor="requested", correction="none"))
+    rows = []
+    for (predictor, correction), (wait, bsld) in SEED_002_HPC2N.items():
+        if (predictor, correction) == ("requested", "none"):
+            continue
+        where = _base(predictor=predictor, correction=correction, dispatcher="easy")
+        label = {"adaboost": "regression (AdaBoost)", "fixed": "correction only"}.get(
+            predictor, predictor
+        )
+        rows.append(
+            [
+                f"{label}, {correction}",
+                _percent_change(wait, published_base[0]),
+                _percent_change(_value(hpc2n, "mean_wait", **where), ours_wait),
+                _percent_change(bsld, published_base[1]),
+                _percent_change(_value(hpc2n, "mean_bsld", **where), ours_bsld),
+            ]
+        )
+    out += _markdown(
+        ["policy", "wait, seed 002", "wait, ours", "bsld, seed 002", "bsld, ours"], rows
+    )
+    out += [""]
+    out += [
+        "**Seed 003, SU** (Table 5, CARDC): APA / UR / MAE published, and SU (SVR, alpha 1) "
+        "on our traces.",
+        "",
+    ]
+    rows = [[name, f"{a:.3f}", f"{u:.3f}", f"{m:,.0f}"] for name, (a, u, m) in SEED_003.items()]
+    for trace in sorted(table["trace"].unique()):
+        where = _base(predictor="su", correction="none", dispatcher="easy", trace=trace)
+        rows.append(
+            [
+                f"SU + SVR on {trace}",
+                _cell(table, "APA", ".3f", **where),
+                _cell(table, "UR", ".3f", **where),
+                _cell(table, "MAE", ",.0f", **where),
+            ]
+        )
+    out += [*_markdown(["", "APA", "UR", "MAE (s)"], rows), ""]
+    return out
+
+
+def missing_section(table: pd.DataFrame, campaign: Campaign) -> list[str]:
+    missing = table[table["status"] == "missing"]
+    if missing.empty:
+        return ["Every run of the campaign is on this page.", ""]
+    out = [
+        f"## Not run yet ({len(missing)} of {len(table)} runs)",
+        "",
+        "Cells marked n/r. `batsched-ml related-work` runs them (it skips the runs already made):",
+        "",
+    ]
+    for _, row in missing.iterrows():
+        spec = RunSpec(
+            row["trace"],
+            row["policy"],
+            row["variant"],
+            int(row["seed"]),
+            row["predictor"],
+            row["correction"],
+            row["dispatcher"],
+        )
+        out.append(f"- `{spec.folder(Path('.')).as_posix()}`")
+    out.append("")
+    return out
+
+
+def render(table: pd.DataFrame, campaign: Campaign, notes: str = "") -> str:
+    """The page, as Markdown."""
+    source = campaign.source.name if campaign.source is not None else "the campaign"
+    out = [
+        "# The related work on the batsched-ml scheduler",
+        "",
+        "<!-- written by `batsched-ml related-work`; edit the generator "
+        "(batsched_ml/report/related_work.py), not this file -->",
+        "",
+        f"Generated from the runs of `campaigns/{source}` by `batsched-ml related-work "
+        f"campaigns/{source} -o docs/related-work.md`. Every run is a full replay of the trace "
+        "in the embedded simulator (FCFS arrival order unless the dispatcher orders the queue "
+        "itself), predictors capped by the requested time. Predictors: `requested` (user "
+        "estimate), `actual` (clairvoyant), `easy++`, `fixed` (10 min, correction only), "
+        "`adaboost`, `profile` (seed 001's heuristic), `su` (seed 003). Dispatchers: `easy` "
+        "(EASY backfilling), `sjf`, `ljf`, `prb`, `cph` (seed 001). The prediction time per job "
+        "is measured on the machine that made the run (2 cores here); everything else is "
+        "reproducible byte for byte.",
+        "",
+    ]
+    for trace in dict.fromkeys(table["trace"]):
+        out += trace_section(table, trace)
+    out += comparison_section(table)
+    if notes:
+        out += [notes.strip(), ""]
+    out += missing_section(table, campaign)
+    return "\n".join(out)
