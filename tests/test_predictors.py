@@ -494,3 +494,21 @@ def test_the_cph_scheduler_weighs_the_total_wait(small_est, starts_now) -> None:
     started = [e.job_id for e in reply.events if isinstance(e, ExecuteJob)]
     assert started == (["w0!small"] if starts_now else [])
     assert scheduler.planner.calls == 1
+
+
+def test_adaboost_fast_prediction_is_scikit_learn_s() -> None:
+    import numpy as np
+    from sklearn.ensemble import AdaBoostRegressor
+
+    from batsched_ml.scheduler.estimators import BoostedTrees
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 300, size=(2000, 7)).astype(float)
+    x[:, 6] = rng.choice([60.0, 600.0, 3600.0, 14400.0, 86400.0], size=2000)
+    y = x[:, 6] * rng.uniform(0.05, 1.0, size=2000) + x[:, 5]
+    model = AdaBoostRegressor(n_estimators=50, random_state=0).fit(x, y)
+    fast = BoostedTrees(model)
+    rows = rng.integers(0, 300, size=(500, 7)).astype(float)
+    rows[:, 6] = rng.choice([60.0, 600.0, 3600.0, 14400.0, 86400.0], size=500)
+    expected = model.predict(rows)
+    assert [fast.predict(list(row)) for row in rows] == expected.tolist()

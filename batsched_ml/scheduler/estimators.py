@@ -157,7 +157,7 @@ class AdaBoostPrediction:
             self.retrain(job.subtime)
         if self.model is None:
             return requested
-        predicted = float(self.model.predict([self.features(job)])[0])
+        predicted = self.model.predict(self.features(job))
         return max(1.0, min(predicted, requested))
 
     def retrain(self, now: float) -> None:
@@ -171,12 +171,52 @@ class AdaBoostPrediction:
 
         model = AdaBoostRegressor(n_estimators=self.n_estimators, random_state=self.random_state)
         model.fit(self.rows[-self.window :], self.runtimes[-self.window :])
-        self.model = model
+        self.model = BoostedTrees(model)
         self.fits += 1
 
     def observe(self, job: Job, runtime: float) -> None:
         self.rows.append(self.features(job))
         self.runtimes.append(float(runtime))
+
+
+class BoostedTrees:
+    """A fitted scikit-learn ``AdaBoostRegressor`` that predicts one row at a time fast.
+
+    scikit-learn's ``predict`` costs about 3 ms per call whatever the batch (50 trees, each
+    validating its input); a scheduler predicts one job at a time. This walks each tree's arrays
+    in Python (features as float32, as the trees compare them) and takes the same weighted
+    median, for the same value (tested against ``predict``) in about 1 % of the time."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.weights = [float(w) for w in model.estimator_weights_[: len(model.estimators_)]]
+        self.trees = [
+            (
+                tree.tree_.children_left.tolist(),
+                tree.tree_.children_right.tolist(),
+                tree.tree_.feature.tolist(),
+                tree.tree_.threshold.tolist(),
+                tree.tree_.value[:, 0, 0].tolist(),
+            )
+            for tree in model.estimators_
+        ]
+
+    def predict(self, row: list[float]) -> float:
+        import numpy as np
+
+        x = np.asarray(row, dtype=np.float32).tolist()  # the trees' own rounding
+        predictions = []
+        for left, right, feature, threshold, value in self.trees:
+            node = 0
+            while left[node] != -1:
+                node = left[node] if x[feature[node]] <= threshold[node] else right[node]
+            predictions.append(value[node])
+        # the weighted median of AdaBoost.R2: the smallest prediction whose cumulative weight
+        # (predictions sorted, ties in numpy's argsort order) reaches half the total
+        order = np.argsort(np.asarray(predictions)).tolist()
+        cumulative = np.cumsum([self.weights[i] for i in order])
+        index = int(np.argmax(cumulative >= 0.5 * cumulative[-1]))
+        return float(predictions[order[index]])
 
 
 class ProfileHeuristic:
