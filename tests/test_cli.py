@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import zmq
 
 from batsched_ml.cli import main
@@ -40,10 +41,19 @@ def test_replay_prints_a_summary_and_writes_outputs(kth_workload, tmp_path: Path
     assert summary["jobs"] == 400 and summary["config"]["policy"] == "spf"
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--policy", "saf"],
+        # the related work over ZeroMQ as in process: SU reads the calendar of the workload
+        ["--dispatcher", "cph", "--predictor", "su", "--correction", "power"],
+    ],
+)
 def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
-    kth_workload, tmp_path: Path
+    kth_workload, tmp_path: Path, options: list[str]
 ) -> None:
     workload = write_slice(kth_workload, tmp_path / "w.json")
+    calendar = ["--calendar", str(workload)] if "su" in options else []
     platform = ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml"
     port = free_port()
     server = subprocess.Popen(
@@ -52,8 +62,8 @@ def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
             "serve",
             "--socket",
             f"tcp://127.0.0.1:{port}",
-            "--policy",
-            "saf",
+            *options,
+            *calendar,
             "--timeout",
             "30",
         ],
@@ -87,10 +97,7 @@ def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
         server.kill()
     assert server.returncode == 0, err
     assert "simulation ended" in out
-    assert (
-        main(["replay", str(workload), "-o", str(tmp_path / "inproc"), "--policy", "saf", "-q"])
-        == 0
-    )
+    assert main(["replay", str(workload), "-o", str(tmp_path / "inproc"), *options, "-q"]) == 0
     assert (tmp_path / "out_jobs.csv").read_bytes() == (
         tmp_path / "inproc" / "jobs.csv"
     ).read_bytes()
