@@ -512,3 +512,25 @@ def test_adaboost_fast_prediction_is_scikit_learn_s() -> None:
     rows[:, 6] = rng.choice([60.0, 600.0, 3600.0, 14400.0, 86400.0], size=500)
     expected = model.predict(rows)
     assert [fast.predict(list(row)) for row in rows] == expected.tolist()
+
+
+def test_su_kmeans_finds_separated_groups_and_ch_is_scikit_learn_s() -> None:
+    import numpy as np
+    from sklearn.metrics import calinski_harabasz_score
+
+    from batsched_ml.scheduler.su import calinski_harabasz, kmeans
+
+    rng = np.random.default_rng(1)
+    blobs = np.concatenate([rng.normal(centre, 0.1, size=(10, 3)) for centre in (0, 5, 10)])
+    labels = kmeans(blobs, np.ones(30), 3, random_state=4)
+    assert [len(set(labels[i : i + 10].tolist())) for i in (0, 10, 20)] == [1, 1, 1]
+    assert len(set(labels.tolist())) == 3
+    assert calinski_harabasz(blobs, labels) == pytest.approx(
+        calinski_harabasz_score(blobs, labels), rel=1e-12
+    )
+    # weights pull a centre: one heavy point and two light ones in one cluster
+    points = np.array([[0.0], [1.0], [2.0], [100.0]])
+    assert kmeans(points, np.array([1.0, 1.0, 50.0, 1.0]), 2).tolist() in (
+        [0, 0, 0, 1],
+        [1, 1, 1, 0],
+    )
