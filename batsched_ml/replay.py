@@ -126,6 +126,7 @@ class ReplayResult:
     workload: dict[str, Any]
     config: ReplayConfig
     summary: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0  # wall time of the replay (a measurement: timing.json, not summary)
 
 
 class MeasuredPredictor:
@@ -240,11 +241,13 @@ def run_replay(
             on_reply(reply)
             return reply
 
+    started = time.perf_counter()
     if zmq_endpoint is None:
         messages = _run_in_process(sim, handler, progress)
     else:
         messages = _run_over_zmq(sim, handler, zmq_endpoint)
     result = ReplayResult(sim.rows, messages, scheduler, workload, config)
+    result.seconds = time.perf_counter() - started
     return result
 
 
@@ -317,7 +320,15 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
     }
     scheduler = result.scheduler
     if isinstance(scheduler.estimator, MeasuredPredictor):
-        summary["prediction"] = write_predictions(scheduler.estimator, jobs_path, out)
+        timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}
+        planner = scheduler.planner
+        if planner is not None:
+            timing["cph"] = {
+                "solver_calls": planner.calls,
+                "differ_from_prb": planner.improved,
+                "fallbacks": planner.fallbacks,
+            }
+        summary["prediction"] = write_predictions(scheduler.estimator, jobs_path, out, timing)
     if isinstance(scheduler, ClassifyingScheduler):
         summary["classification"] = write_classification(scheduler, out)
         summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
@@ -328,9 +339,12 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
     return summary
 
 
-def write_predictions(predictor: MeasuredPredictor, jobs_path: Path, out: Path) -> dict:
+def write_predictions(
+    predictor: MeasuredPredictor, jobs_path: Path, out: Path, timing: dict[str, Any] | None = None
+) -> dict:
     """``predictions.csv`` (each job's predicted and actual runtime, its first attempt),
-    ``timing.json`` (prediction time per job) and the quality figures for ``summary.json``."""
+    ``timing.json`` (prediction time per job, plus ``timing``) and the quality figures for
+    ``summary.json``."""
     import pandas as pd
 
     jobs = read_jobs_csv(jobs_path)
@@ -346,7 +360,8 @@ def write_predictions(predictor: MeasuredPredictor, jobs_path: Path, out: Path) 
     # a measured duration varies from run to run: kept out of summary.json, which is
     # byte-identical for the same inputs
     per_job = round(1e6 * predictor.seconds / len(table), 3) if len(table) else None
-    (out / "timing.json").write_text(json.dumps({"predict_us_per_job": per_job}) + "\n")
+    measured = {"predict_us_per_job": per_job, **(timing or {})}
+    (out / "timing.json").write_text(json.dumps(measured) + "\n")
     return quality
 
 
