@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from batsched_ml.alloc import lowest
+from batsched_ml.scheduler.easy import greedy_allocation
 
 
 class Candidate(Protocol):
@@ -204,12 +204,4 @@ def _index_at(times: list[int], t: int) -> int:
 def repair(chosen: Sequence[C], free: int) -> list[tuple[C, int]]:
     """PRB's allocation of the planned starts: in order, the lowest-numbered free machines; a
     job that does not fit any more is postponed to a later decision."""
-    started: list[tuple[C, int]] = []
-    free_count = free.bit_count()
-    for job in chosen:
-        if job.res <= free_count:
-            taken = lowest(free, job.res)
-            free ^= taken
-            free_count -= job.res
-            started.append((job, taken))
-    return started
+    return greedy_allocation(chosen, free)

@@ -70,6 +70,22 @@ def reservation_for(
 C = TypeVar("C", bound=Candidate)
 
 
+def greedy_allocation(queue: Sequence[C], free: int) -> list[tuple[C, int]]:
+    """PRB's allocation: in queue order, every job that fits gets the lowest-numbered free
+    machines; one that does not fit is passed over (the PRB dispatcher, CPH's repair)."""
+    started: list[tuple[C, int]] = []
+    free_count = free.bit_count()
+    for job in queue:
+        if job.res <= free_count:
+            taken = lowest(free, job.res)
+            free ^= taken
+            free_count -= job.res
+            started.append((job, taken))
+            if free_count == 0:
+                break
+    return started
+
+
 def easy_pass(
     queue: Sequence[C],
     free: int,
@@ -88,17 +104,7 @@ def easy_pass(
     every job that fits starts, in queue order, and nothing is reserved (the PRB dispatcher's
     allocation)."""
     if greedy:
-        started_greedy: list[tuple[C, int]] = []
-        free_count = free.bit_count()
-        for job in queue:
-            if job.res <= free_count:
-                taken = lowest(free, job.res)
-                free ^= taken
-                free_count -= job.res
-                started_greedy.append((job, taken))
-                if free_count == 0:
-                    break
-        return started_greedy, None
+        return greedy_allocation(queue, free), None
     started: list[tuple[C, int]] = []
     free_count = free.bit_count()
     index = 0
