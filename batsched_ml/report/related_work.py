@@ -102,7 +102,8 @@ def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
                 _cell(runs, "predict_us_per_job", ",.0f", **where),
             ]
         )
-    out += [*_markdown(["predictor", "APA", "MAE (s)", "UR", "µs per prediction"], rows), ""]
+    header = ["predictor", "APA", "MAE (s)", "UR", "µs per prediction (training included)"]
+    out += [*_markdown(header, rows), ""]
 
     for column, label, fmt in (
         ("mean_bsld", "Mean bounded slowdown", ",.2f"),
