@@ -58,19 +58,20 @@ def collect(campaign: Campaign) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
 
 
-def _cell(table: pd.DataFrame, column: str, fmt: str, **where: Any) -> str:
+def _value(table: pd.DataFrame, column: str, **where: Any) -> float | None:
+    """``column`` of the run matching ``where``; ``None`` if not made or not reported."""
     mask = pd.Series(True, index=table.index)
     for key, value in where.items():
         mask &= table[key] == value
     found = table[mask & (table["status"] != "missing")]
     if found.empty or column not in found or pd.isna(found.iloc[0][column]):
-        return MISSING
-    return format(float(found.iloc[0][column]), fmt)
+        return None
+    return float(found.iloc[0][column])
 
 
-def _value(table: pd.DataFrame, column: str, **where: Any) -> float | None:
-    text = _cell(table, column, ".10g", **where)
-    return None if text == MISSING else float(text)
+def _cell(table: pd.DataFrame, column: str, fmt: str, **where: Any) -> str:
+    value = _value(table, column, **where)
+    return MISSING if value is None else format(value, fmt)
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:

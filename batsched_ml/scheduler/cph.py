@@ -27,6 +27,7 @@ solver: nothing fits (nothing starts) and everything fits (everything starts).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
@@ -185,20 +186,14 @@ def list_schedule(
 def _occupy(times: list[int], free: list[int], start: int, end: int, res: int) -> None:
     """Take ``res`` processors of the profile over [start, end)."""
     for t in (start, end):
-        k = _index_at(times, t)
+        k = bisect_left(times, t)
         if k == len(times) or times[k] != t:
             times.insert(k, t)
             free.insert(k, free[k - 1])
-    k = _index_at(times, start)
+    k = bisect_left(times, start)
     while k < len(times) and times[k] < end:
         free[k] -= res
         k += 1
-
-
-def _index_at(times: list[int], t: int) -> int:
-    from bisect import bisect_left
-
-    return bisect_left(times, t)
 
 
 def repair(chosen: Sequence[C], free: int) -> list[tuple[C, int]]:

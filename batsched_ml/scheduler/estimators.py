@@ -15,6 +15,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Protocol
 
+import numpy as np
+
 from batsched_ml.job import Job
 from batsched_ml.scheduler.su import SUPrediction
 
@@ -202,8 +204,6 @@ class BoostedTrees:
         ]
 
     def predict(self, row: list[float]) -> float:
-        import numpy as np
-
         x = np.asarray(row, dtype=np.float32).tolist()  # the trees' own rounding
         predictions = []
         for left, right, feature, threshold, value in self.trees:
