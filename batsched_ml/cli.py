@@ -142,6 +142,15 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "001)",
     )
     parser.add_argument(
+        "--dispatcher-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the cph dispatcher's planner: window (jobs the CP model "
+        "schedules, default 32), budget (CP-SAT deterministic time per decision, default "
+        "0.001), wall_limit (seconds, default 1), random_state (repeatable)",
+    )
+    parser.add_argument(
         "--feature-mode",
         default="online",
         choices=["online", "weekly"],
@@ -226,6 +235,7 @@ def _config(args: argparse.Namespace):
         correction=args.correction,
         dispatcher=args.dispatcher,
         predictor_params=_key_values(args.predictor_option, "--predictor-option"),
+        dispatcher_params=_key_values(args.dispatcher_option, "--dispatcher-option"),
         starvation_threshold=args.starvation_threshold,
         backfilling=not args.no_backfilling,
         feature_mode=args.feature_mode,

@@ -31,6 +31,7 @@ from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.scheduler.estimators import ESTIMATORS, make_estimator, predictor_kwargs
+from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
@@ -45,6 +46,9 @@ VARIANTS = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
 #: every job that fits starts) and CPH (a CP-SAT plan of the urgent jobs, :mod:`.scheduler.cph`).
 DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
 
+#: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
+PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
+
 
 @dataclass
 class ReplayConfig:
@@ -56,6 +60,7 @@ class ReplayConfig:
     correction: str = "none"
     dispatcher: str = "easy"
     predictor_params: dict[str, Any] = field(default_factory=dict)  # ``--predictor-option``
+    dispatcher_params: dict[str, Any] = field(default_factory=dict)  # ``--dispatcher-option``
     starvation_threshold: float | None = 72 * 3600.0
     backfilling: bool = True
     feature_mode: str = "online"
@@ -86,6 +91,16 @@ class ReplayConfig:
         if self.dispatcher not in DISPATCHERS:
             known = ", ".join(DISPATCHERS)
             raise ValueError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
+        if self.dispatcher_params:
+            if self.dispatcher not in PLANNERS:
+                raise ValueError(
+                    f"--dispatcher-option: the {self.dispatcher} dispatcher has no parameters "
+                    f"(only {', '.join(PLANNERS)} has)"
+                )
+            self.dispatcher_params = constructor_kwargs(
+                PLANNERS[self.dispatcher], f"dispatcher {self.dispatcher}", self.dispatcher_params
+            )
+            PLANNERS[self.dispatcher](**self.dispatcher_params)  # a clear error for a bad value
         if self.dispatcher != "easy" and self.policy != "fcfs":
             raise ValueError(
                 f"the {self.dispatcher} dispatcher orders the queue itself (by the predicted "
@@ -112,6 +127,8 @@ class ReplayConfig:
             out["dispatcher"] = self.dispatcher
         if self.predictor_params:
             out["predictor_params"] = dict(sorted(self.predictor_params.items()))
+        if self.dispatcher_params:
+            out["dispatcher_params"] = dict(sorted(self.dispatcher_params.items()))
         if self.classified:
             out["feature_mode"] = self.feature_mode
             out["forest"] = self.forest.as_dict()
@@ -188,7 +205,11 @@ def make_scheduler(
     elif config.dispatcher == "ljf":
         policy, backfilling = LJF, False
     greedy = config.dispatcher == "prb"
-    planner = ConstraintPlanner() if config.dispatcher == "cph" else None
+    planner = (
+        PLANNERS[config.dispatcher](**config.dispatcher_params)
+        if config.dispatcher in PLANNERS
+        else None
+    )
     if greedy or planner is not None:
         policy = PriorityRule()
     return EasyScheduler(

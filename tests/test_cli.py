@@ -151,6 +151,8 @@ def test_bad_inputs_end_with_one_line_and_non_zero_exit(tmp_path: Path) -> None:
     cases = [
         (["replay", str(tmp_path / "missing.swf"), "-o", str(tmp_path / "o")], "cannot read"),
         (["replay", "--policy", "nope"], "invalid choice"),
+        (["replay", "--dispatcher-option", "window=4"], "the easy dispatcher has no parameters"),
+        (["replay", "--dispatcher", "cph", "--dispatcher-option", "window"], "expected KEY=VALUE"),
     ]
     for args, fragment in cases:
         run = subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60)

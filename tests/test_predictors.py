@@ -433,6 +433,66 @@ def test_cph_starts_what_minimises_the_total_wait_not_the_urgency_order() -> Non
     assert planner.calls == 2 and planner.improved == 2 and planner.fallbacks == 0
 
 
+def test_cph_window_bounds_what_the_cp_model_sees() -> None:
+    from batsched_ml.scheduler.cph import ConstraintPlanner
+
+    a, b, c = Queued("a", 3, 100), Queued("b", 2, 10), Queued("c", 2, 10)
+    # one job in the model: the most urgent starts, as PRB would; two: b first (total wait
+    # 10 instead of 100), c waits outside the model; all three: b and c
+    assert ConstraintPlanner(window=1).plan([a, b, c], 0b1111, [], 0.0) == [(a, 0b0111)]
+    assert ConstraintPlanner(window=2).plan([a, b, c], 0b1111, [], 0.0) == [(b, 0b0011)]
+    assert ConstraintPlanner(window=3).plan([a, b, c], 0b1111, [], 0.0) == [
+        (b, 0b0011),
+        (c, 0b1100),
+    ]
+
+
+def test_dispatcher_options_are_checked_and_typed() -> None:
+    config = ReplayConfig(dispatcher="cph", dispatcher_params={"window": "8", "budget": "0.01"})
+    assert config.dispatcher_params == {"window": 8, "budget": 0.01}
+    assert config.as_dict()["dispatcher_params"] == {"budget": 0.01, "window": 8}
+    planner = make_scheduler(config).planner
+    assert (planner.window, planner.budget, planner.wall_limit) == (8, 0.01, 1.0)
+    with pytest.raises(ValueError, match="the prb dispatcher has no parameters"):
+        ReplayConfig(dispatcher="prb", dispatcher_params={"window": "8"})
+    with pytest.raises(ValueError, match="dispatcher cph has no parameter 'depth'"):
+        ReplayConfig(dispatcher="cph", dispatcher_params={"depth": "3"})
+    with pytest.raises(
+        ValueError, match="dispatcher cph parameter window: 'eight' is not an integer"
+    ):
+        ReplayConfig(dispatcher="cph", dispatcher_params={"window": "eight"})
+    with pytest.raises(ValueError, match="CPH window must be at least 1 job, not 0"):
+        ReplayConfig(dispatcher="cph", dispatcher_params={"window": "0"})
+    with pytest.raises(ValueError, match="must be positive"):
+        ReplayConfig(dispatcher="cph", dispatcher_params={"budget": "-1"})
+
+
+def test_text_parameters_take_the_type_of_their_default() -> None:
+    from batsched_ml.scheduler.parameters import constructor_kwargs
+
+    class Thing:
+        def __init__(
+            self,
+            n: int = 1,
+            x: float = 0.5,
+            flag: bool = False,
+            name: str = "a",
+            limit: float | None = None,
+            calendar: dict | None = None,
+        ) -> None: ...
+
+    typed = constructor_kwargs(
+        Thing, "thing", {"n": "3", "x": "2", "flag": "false", "name": "b", "limit": "7"}
+    )
+    assert typed == {"n": 3, "x": 2.0, "flag": False, "name": "b", "limit": 7.0}
+    assert type(typed["x"]) is float
+    assert constructor_kwargs(Thing, "thing", {"flag": "Yes"}) == {"flag": True}
+    with pytest.raises(ValueError, match="thing parameter flag: 'maybe' is not true or false"):
+        constructor_kwargs(Thing, "thing", {"flag": "maybe"})
+    with pytest.raises(ValueError, match="thing has no parameter 'calendar'"):
+        constructor_kwargs(Thing, "thing", {"calendar": "{}"}, exclude=("calendar",))
+
+
 def test_cph_takes_trivial_decisions_without_the_solver() -> None:
     from batsched_ml.scheduler.cph import ConstraintPlanner
 

@@ -65,6 +65,10 @@ class ConstraintPlanner:
         wall_limit: float = 1.0,
         random_state: int = 0,
     ) -> None:
+        if window < 1:
+            raise ValueError(f"CPH window must be at least 1 job, not {window}")
+        if not budget > 0 or not wall_limit > 0:
+            raise ValueError(f"CPH budget and wall_limit must be positive: {budget}, {wall_limit}")
         self.window = window
         self.budget = budget
         self.wall_limit = wall_limit

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from batsched_ml.job import Job
+from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.su import SUPrediction
 
 DAY = 86_400.0
@@ -300,25 +301,7 @@ def predictor_kwargs(name: str, params: dict[str, Any]) -> dict[str, Any]:
     except KeyError:
         known = ", ".join(ESTIMATORS)
         raise ValueError(f"unknown predictor {name!r} (choose from {known})") from None
-    accepted = {
-        key: parameter.default
-        for key, parameter in inspect.signature(kind).parameters.items()
-        if key != "calendar" and parameter.default is not inspect.Parameter.empty
-    }
-    typed: dict[str, Any] = {}
-    for key, value in params.items():
-        if key not in accepted:
-            known = ", ".join(accepted) or "none"
-            raise ValueError(f"predictor {name} has no parameter {key!r} (it has: {known})")
-        default = accepted[key]
-        kind_of_value = float if default is None or isinstance(default, float) else type(default)
-        try:
-            typed[key] = kind_of_value(value)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"predictor {name} parameter {key}: {value!r} is not a {kind_of_value.__name__}"
-            ) from None
-    return typed
+    return constructor_kwargs(kind, f"predictor {name}", params, exclude=("calendar",))
 
 
 def make_estimator(
