@@ -12,6 +12,8 @@ A campaign file (TOML) names what to run and where results go::
     predictors = ["requested", "su"]      # optional: --predictor values (default: requested)
     corrections = ["none", "power"]       # optional: --correction values (default: none)
     dispatchers = ["easy", "cph"]         # optional: --dispatcher values (default: easy)
+    predictor_options = [{}, {alpha = 1.5}]   # optional: --predictor-option settings, one
+    dispatcher_options = [{}, {window = 64}]  # per run ({} = defaults); see options_text
 
     [[campaign.grid]]                     # optional, repeatable: a product of its own, with
     dispatchers = ["sjf", "prb"]          # the keys it sets replacing those above; the
@@ -26,6 +28,9 @@ Seeds only apply to variants that train a forest (``classification``,
 plain folder name, so the runs of ``paper-results`` count as done. Predictors, corrections and
 dispatchers other than the defaults run with the ``base`` variant (and dispatchers other than
 ``easy`` with ``fcfs``) only; their names extend the folder name (``fcfs-base-su-power-cph``).
+Options go with the predictors and dispatchers that take them, each ``key=value`` after its
+owner's name (``fcfs-base-su-alpha=1.5-cph-window=64``); runs without options keep their
+folders.
 
 Each replay is one Dask task (:func:`run_one`): it loads and converts its trace, replays it
 with the in-process trainer and writes the run folder; a run whose ``summary.json`` exists is
@@ -44,15 +49,16 @@ import time
 import tomllib
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from batsched_ml.replay import DISPATCHERS, VARIANTS
+from batsched_ml.replay import DISPATCHERS, PLANNERS, VARIANTS
 from batsched_ml.scheduler.correction import CORRECTIONS
-from batsched_ml.scheduler.estimators import ESTIMATORS
+from batsched_ml.scheduler.estimators import ESTIMATORS, predictor_kwargs
+from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 
 SEEDED_VARIANTS = ("classification", "classification-idempotent")
@@ -64,6 +70,8 @@ RESULT_COLUMNS = (
     "predictor",
     "correction",
     "dispatcher",
+    "predictor_options",
+    "dispatcher_options",
     "status",
     "seconds",
     "path",
@@ -82,9 +90,6 @@ RESULT_COLUMNS = (
 )
 
 
-SPEC_FIELDS = ("trace", "policy", "variant", "seed", "predictor", "correction", "dispatcher")
-
-
 class CampaignError(ValueError):
     """A campaign file that cannot be run; the message names the file and the field."""
 
@@ -98,18 +103,24 @@ class RunSpec:
     predictor: str = "requested"
     correction: str = "none"
     dispatcher: str = "easy"
+    predictor_options: str = ""  # ``key=value,...`` sorted by key (:func:`options_text`)
+    dispatcher_options: str = ""
 
     def folder(self, output: Path) -> Path:
         """``TRACE/POLICY-VARIANT``, then the predictor, correction and dispatcher when they
-        are not the defaults (their names do not overlap), then ``-seedN`` for seed N > 0."""
+        are not the defaults (their names do not overlap), each followed by its options
+        (``su-alpha=1.5``, ``cph-window=64``), then ``-seedN`` for seed N > 0. Runs without
+        options keep the folders they had before options existed."""
         parts = [self.policy, self.variant]
-        for value, default in (
-            (self.predictor, "requested"),
-            (self.correction, "none"),
-            (self.dispatcher, "easy"),
+        for value, default, options in (
+            (self.predictor, "requested", self.predictor_options),
+            (self.correction, "none", ""),
+            (self.dispatcher, "easy", self.dispatcher_options),
         ):
             if value != default:
                 parts.append(value)
+            if options:
+                parts.extend(options.split(","))
         if self.seed:
             parts.append(f"seed{self.seed}")
         return output / self.trace / "-".join(parts)
@@ -125,10 +136,36 @@ class RunSpec:
             estimator=self.predictor,
             correction=self.correction,
             dispatcher=self.dispatcher,
+            predictor_params=_parse_options(self.predictor_options),
+            dispatcher_params=_parse_options(self.dispatcher_options),
         )
         return dataclasses.replace(
             config, forest=dataclasses.replace(config.forest, random_state=self.seed)
         )
+
+
+SPEC_FIELDS = tuple(f.name for f in fields(RunSpec))
+
+
+def options_text(options: dict[str, Any], where: str) -> str:
+    """A TOML table of constructor parameters as the canonical text a :class:`RunSpec` holds
+    (``alpha=1.5,regressor=rf``, keys sorted): hashable, one column of the results table, and
+    part of a folder name, so keys and values must be plain and free of ``, = /``."""
+    items = []
+    for key, value in sorted(options.items()):
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        if not isinstance(value, str | int | float):
+            raise CampaignError(f"{where}: {key} must be a string or a number")
+        text = str(value)
+        if any(c in f"{key}{text}" for c in ",=/\\") or not key or not text:
+            raise CampaignError(f"{where}: {key}={text!r}: a key or value holds , = / or \\")
+        items.append(f"{key}={text}")
+    return ",".join(items)
+
+
+def _parse_options(text: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in text.split(",")) if text else {}
 
 
 @dataclass
@@ -200,7 +237,54 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
     predictors = _list(table, "predictors", path, list(ESTIMATORS), default=["requested"])
     corrections = _list(table, "corrections", path, list(CORRECTIONS), default=["none"])
     dispatchers = _list(table, "dispatchers", path, list(DISPATCHERS), default=["easy"])
-    return expand(traces, policies, variants, seeds, predictors, corrections, dispatchers)
+    predictor_options = _option_list(table, "predictor_options", path)
+    dispatcher_options = _option_list(table, "dispatcher_options", path)
+    runs = expand(
+        traces,
+        policies,
+        variants,
+        seeds,
+        predictors,
+        corrections,
+        dispatchers,
+        predictor_options,
+        dispatcher_options,
+    )
+    # an option table that fits no run is a mistake (a typo, a parameter of another
+    # predictor): say so rather than run nothing for it
+    for key, texts, names, check in (
+        ("predictor_options", predictor_options, predictors, predictor_kwargs),
+        ("dispatcher_options", dispatcher_options, dispatchers, _planner_kwargs),
+    ):
+        used = {getattr(spec, key) for spec in runs}
+        for text in texts:
+            if text and text not in used:
+                reasons = []
+                for name in names:
+                    try:
+                        check(name, _parse_options(text))
+                    except ValueError as exc:
+                        reasons.append(str(exc))
+                why = "; ".join(reasons) or "no run of this grid takes options"
+                raise CampaignError(f"{path}: [campaign] {key} {{{text}}} fits no run: {why}")
+    return runs
+
+
+def _option_list(table: dict[str, Any], key: str, path: Path) -> list[str]:
+    """``key``: a list of tables of constructor parameters (``[{}, {alpha = 1.5}]``; ``{}``
+    is the defaults), as canonical texts."""
+    value = table.get(key, [{}])
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+        raise CampaignError(
+            f"{path}: [campaign] {key} must be a non-empty list of tables, e.g. [{{}}, {{k = 1}}]"
+        )
+    return list(dict.fromkeys(options_text(v, f"{path}: [campaign] {key}") for v in value))
+
+
+def _planner_kwargs(dispatcher: str, params: dict[str, Any]) -> dict[str, Any]:
+    if dispatcher not in PLANNERS:
+        raise ValueError(f"the {dispatcher} dispatcher has no parameters")
+    return constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
 
 
 def expand(
@@ -211,32 +295,65 @@ def expand(
     predictors: list[str] = ["requested"],  # noqa: B006 (never mutated)
     corrections: list[str] = ["none"],  # noqa: B006
     dispatchers: list[str] = ["easy"],  # noqa: B006
+    predictor_options: list[str] = [""],  # noqa: B006
+    dispatcher_options: list[str] = [""],  # noqa: B006
 ) -> list[RunSpec]:
     """Every run of the campaign, once: seeds multiply only the variants that train a forest;
     predictors and corrections other than the defaults go with the ``base`` variant only, and
     dispatchers other than ``easy`` with ``base`` and ``fcfs`` only (they order the queue
-    themselves), the combinations ``ReplayConfig`` accepts."""
+    themselves), the combinations ``ReplayConfig`` accepts. Option texts (see
+    :func:`options_text`) go with the predictors and dispatchers whose constructors take
+    them, and with the ``base`` variant only."""
     runs: list[RunSpec] = []
     seen: set[RunSpec] = set()
     for trace in traces:
         for policy in policies:
             for variant in variants:
                 for seed in seeds if variant in SEEDED_VARIANTS else [seeds[0]]:
-                    for predictor, correction, dispatcher in itertools.product(
-                        predictors, corrections, dispatchers
+                    for predictor, p_opts, correction, dispatcher, d_opts in itertools.product(
+                        predictors, predictor_options, corrections, dispatchers, dispatcher_options
                     ):
-                        changed = (predictor, correction) != ("requested", "none")
-                        if variant != "base" and (changed or dispatcher != "easy"):
+                        changed = (predictor, p_opts, correction, dispatcher, d_opts) != (
+                            "requested",
+                            "",
+                            "none",
+                            "easy",
+                            "",
+                        )
+                        if variant != "base" and changed:
                             continue
                         if dispatcher != "easy" and policy != "fcfs":
                             continue
+                        if not _takes(predictor, p_opts, predictor_kwargs) or not _takes(
+                            dispatcher, d_opts, _planner_kwargs
+                        ):
+                            continue
                         spec = RunSpec(
-                            trace, policy, variant, seed, predictor, correction, dispatcher
+                            trace,
+                            policy,
+                            variant,
+                            seed,
+                            predictor,
+                            correction,
+                            dispatcher,
+                            p_opts,
+                            d_opts,
                         )
                         if spec not in seen:
                             seen.add(spec)
                             runs.append(spec)
     return runs
+
+
+def _takes(name: str, options: str, check: Callable[[str, dict], dict]) -> bool:
+    """Whether the predictor or dispatcher ``name`` accepts the option text."""
+    if not options:
+        return True
+    try:
+        check(name, _parse_options(options))
+    except ValueError:
+        return False
+    return True
 
 
 def result_row(spec: RunSpec, folder: Path, status: str, seconds: float, error: str = "") -> dict:

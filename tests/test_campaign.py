@@ -4,14 +4,23 @@ run recorded, resuming, and `report` reading the results table."""
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from batsched_ml.campaign import CampaignError, RunSpec, expand, load_campaign, run_campaign
+from batsched_ml.campaign import (
+    CampaignError,
+    RunSpec,
+    expand,
+    load_campaign,
+    run_campaign,
+    run_one,
+)
 from batsched_ml.cli import main
 from batsched_ml.report.data import find_runs
+from batsched_ml.workload.io import load_workload
 from tests.conftest import KTH, ROOT
 
 
@@ -66,6 +75,72 @@ def test_expansion_keeps_only_the_combinations_a_replay_accepts() -> None:
         spec.config()  # every one is a valid replay
 
 
+def test_options_go_with_what_takes_them_and_extend_the_folder_name() -> None:
+    runs = expand(
+        ["A"],
+        ["fcfs"],
+        ["base", "classification"],
+        [0],
+        predictors=["requested", "su"],
+        dispatchers=["easy", "cph"],
+        predictor_options=["", "alpha=1.5"],
+        dispatcher_options=["", "window=8"],
+    )
+    assert [spec.folder(Path("o")).name for spec in runs] == [
+        "fcfs-base",
+        "fcfs-base-cph",
+        "fcfs-base-cph-window=8",
+        "fcfs-base-su",
+        "fcfs-base-su-cph",
+        "fcfs-base-su-cph-window=8",
+        "fcfs-base-su-alpha=1.5",
+        "fcfs-base-su-alpha=1.5-cph",
+        "fcfs-base-su-alpha=1.5-cph-window=8",
+        "fcfs-classification",
+    ]
+    config = runs[-2].config()
+    assert (config.estimator, config.predictor_params, config.dispatcher) == (
+        "su",
+        {"alpha": 1.5},
+        "cph",
+    )
+    assert config.dispatcher_params == {"window": 8}
+    assert runs[-3].config().dispatcher_params == {}
+
+
+def test_option_tables_in_a_campaign_file_are_canonical_and_checked(tmp_path: Path) -> None:
+    head = "[campaign]\ntraces=['A']\npolicies=['fcfs']\nvariants=['base']\n"
+    path = write(
+        tmp_path / "c.toml",
+        head + "predictors=['su']\npredictor_options=[{}, {regressor='rf', alpha=2}, {}]\n"
+        "dispatchers=['cph']\ndispatcher_options=[{window=64, budget=0.01}]\n",
+    )
+    runs = load_campaign(path).runs
+    assert [(r.predictor_options, r.dispatcher_options) for r in runs] == [
+        ("", "budget=0.01,window=64"),
+        ("alpha=2,regressor=rf", "budget=0.01,window=64"),
+    ]
+    assert (
+        runs[1].folder(Path("o")).name
+        == "fcfs-base-su-alpha=2-regressor=rf-cph-budget=0.01-window=64"
+    )
+    cases = [
+        (
+            "predictors=['su']\npredictor_options=[{alpah=1.5}]\n",
+            "predictor su has no parameter 'alpah'",
+        ),
+        ("dispatcher_options=[{window=8}]\n", "the easy dispatcher has no parameters"),
+        ("predictor_options=[1]\n", "predictor_options must be a non-empty list of tables"),
+        ("predictors=['su']\npredictor_options=[{regressor='a/b'}]\n", "holds , = /"),
+        ("predictors=['su']\npredictor_options=[{alpha=[1, 2]}]\n", "alpha must be a string"),
+    ]
+    for extra, message in cases:
+        path = write(tmp_path / "c.toml", head + extra)
+        with pytest.raises(CampaignError, match=message) as caught:
+            load_campaign(path)
+        assert str(caught.value).startswith(str(path))
+
+
 def test_the_shipped_paper_campaign_is_the_paper_s_evaluation() -> None:
     campaign = load_campaign(ROOT / "campaigns" / "paper.toml")
     assert len(campaign.runs) == 5 * 4 * 5
@@ -100,6 +175,28 @@ def small_trace(folder: Path, jobs: int = 1500) -> str:
     with gzip.open(folder / "kth-small.swf.gz", "wt") as out:
         out.writelines(header + body)
     return "kth-small"
+
+
+def test_a_run_with_options_replays_with_them(tmp_path: Path) -> None:
+    trace = small_trace(tmp_path / "traces", 200)
+    rows = {}
+    for options in ("", "seconds=900"):
+        spec = RunSpec(trace, "fcfs", "base", predictor="fixed", predictor_options=options)
+        rows[options] = run_one(spec, str(tmp_path / "traces"), str(tmp_path / "out"))
+        assert rows[options]["status"] == "done"
+        assert rows[options]["predictor_options"] == options
+    folder = tmp_path / "out" / trace / "fcfs-base-fixed-seconds=900"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["config"]["predictor_params"] == {"seconds": 900.0}
+    workload = load_workload(tmp_path / "traces" / f"{trace}.swf.gz")
+    requested = {f"w0!{job['id']}": job["walltime"] for job in workload["jobs"]}
+    for options, seconds in (("", 600.0), ("seconds=900", 900.0)):
+        name = "fcfs-base-fixed" + (f"-{options}" if options else "")
+        table = pd.read_csv(tmp_path / "out" / trace / name / "predictions.csv")
+        assert len(table) == 200
+        # a fixed prediction, capped by the request
+        expected = [min(seconds, requested[job]) for job in table["job_id"]]
+        assert table["predicted"].tolist() == expected
 
 
 def test_a_campaign_runs_on_dask_records_failures_resumes_and_feeds_report(tmp_path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.campaign import RESULT_COLUMNS, Campaign, RunSpec, result_row
+from batsched_ml.campaign import RESULT_COLUMNS, SPEC_FIELDS, Campaign, RunSpec, result_row
 
 PREDICTORS = ("requested", "actual", "easy++", "fixed", "adaboost", "profile", "su")
 DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
@@ -59,7 +59,9 @@ def collect(campaign: Campaign) -> pd.DataFrame:
 
 
 def _value(table: pd.DataFrame, column: str, **where: Any) -> float | None:
-    """``column`` of the run matching ``where``; ``None`` if not made or not reported."""
+    """``column`` of the run matching ``where`` (with the default options unless ``where``
+    names some); ``None`` if not made or not reported."""
+    where = {"predictor_options": "", "dispatcher_options": "", **where}
     mask = pd.Series(True, index=table.index)
     for key, value in where.items():
         mask &= table[key] == value
@@ -220,15 +222,7 @@ def missing_section(table: pd.DataFrame, campaign: Campaign) -> list[str]:
         "",
     ]
     for _, row in missing.iterrows():
-        spec = RunSpec(
-            row["trace"],
-            row["policy"],
-            row["variant"],
-            int(row["seed"]),
-            row["predictor"],
-            row["correction"],
-            row["dispatcher"],
-        )
+        spec = RunSpec(**{**{k: row[k] for k in SPEC_FIELDS}, "seed": int(row["seed"])})
         out.append(f"- `{spec.folder(Path('.')).as_posix()}`")
     out.append("")
     return out
