@@ -278,7 +278,13 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path):
     process started and stopped here, models in OUT/models), or the endpoint of a running one."""
     choice = getattr(args, "trainer", "inprocess")
     if not config.classified or choice == "inprocess":
-        yield None
+        try:
+            yield None
+        finally:
+            if choice not in ("inprocess", "process") and getattr(args, "stop_trainer", False):
+                from batsched_ml.trainer.client import stop_trainer
+
+                stop_trainer(choice)  # a dedicated trainer this run did not need ends with it
         return
     from batsched_ml.trainer.client import RemoteTrainer
     from batsched_ml.trainer.process import TrainerProcess

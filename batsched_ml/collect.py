@@ -11,6 +11,7 @@ table in which some workload job does not appear exactly once as finished ends w
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from batsched_ml.metrics import logical_jobs, read_jobs_csv, summarize
+from batsched_ml.served import PREDICTED
 from batsched_ml.workload.io import load_workload
 
 SCHEDULER_TABLES = ("decisions.csv", "classification.csv", "weekly_quality.csv")
@@ -111,6 +113,8 @@ def collect(
             summary[key] = status[key]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if "predictor" in status and (scheduler_dir / PREDICTED).exists():
+        summary["prediction"] = _predictions(batsim_jobs, scheduler_dir, status["predictor"], out)
     shutil.copyfile(batsim_jobs, out / "jobs.csv")
     for name in SCHEDULER_TABLES:
         if (scheduler_dir / name).exists():
@@ -120,12 +124,47 @@ def collect(
     return summary
 
 
+def _predictions(batsim_jobs: Path, scheduler_dir: Path, name: str, out: Path) -> dict[str, Any]:
+    """The served run's predictions against Batsim's runtimes: ``predictions.csv``,
+    ``timing.json`` and the quality, as a replay writes them (one :func:`write_predictions`)."""
+    from batsched_ml.replay import write_predictions
+
+    with (scheduler_dir / PREDICTED).open(newline="") as handle:
+        predictions = {row["job_id"]: float(row["predicted"]) for row in csv.DictReader(handle)}
+    timing_path = scheduler_dir / "timing.json"
+    seconds = (
+        json.loads(timing_path.read_text()).get("predict_seconds") if timing_path.exists() else None
+    )
+    return write_predictions(predictions, name, batsim_jobs, out, seconds=seconds)
+
+
+def run_title(config: dict[str, Any]) -> str:
+    """``fcfs (base)``, then the predictor, correction and dispatcher a run used when they are
+    not the defaults, so two runs of one trace never share a title:
+    ``fcfs (base; predictor easy++, correction power, dispatcher prb)``."""
+    title = f"{config.get('policy')} ({config.get('variant')}"
+    methods = [
+        f"{label} {config[key]}{_options(config.get(params))}"
+        for key, label, default, params in (
+            ("estimator", "predictor", "requested", "predictor_params"),
+            ("correction", "correction", "none", None),
+            ("dispatcher", "dispatcher", "easy", "dispatcher_params"),
+        )
+        if config.get(key, default) != default or config.get(params or "")
+    ]
+    return title + ("; " + ", ".join(methods) if methods else "") + ")"
+
+
+def _options(params: dict[str, Any] | None) -> str:
+    return f" [{', '.join(f'{k}={v}' for k, v in params.items())}]" if params else ""
+
+
 def summary_table(summary: dict[str, Any]) -> str:
     """The few figures a person reads first, one per line."""
     config = summary.get("config", {})
     rows = [
         ("trace", str(summary.get("trace"))),
-        ("policy", f"{config.get('policy')} ({config.get('variant')})"),
+        ("policy", run_title(config)),
         (
             "jobs",
             f"{summary['jobs']:,} ({summary['finished']:,} finished, "
@@ -137,6 +176,14 @@ def summary_table(summary: dict[str, Any]) -> str:
         ("makespan", f"{summary['makespan']:.0f} s"),
         ("utilisation", f"{summary['utilisation']:.1%}"),
     ]
+    if summary.get("prediction"):
+        quality = summary["prediction"]
+        rows.append(
+            (
+                "runtime prediction",
+                f"APA {quality['APA']:.3f}, MAE {quality['MAE']:,.0f} s, UR {quality['UR']:.3f}",
+            )
+        )
     if "classification" in summary:
         quality = summary["classification"]
         rows += [
@@ -153,8 +200,7 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 def report_text(summary: dict[str, Any]) -> str:
     lines = [
-        f"# {summary.get('trace')}: {summary['config'].get('policy')} "
-        f"({summary['config'].get('variant')})",
+        f"# {summary.get('trace')}: {run_title(summary['config'])}",
         "",
         "```",
         summary_table(summary),

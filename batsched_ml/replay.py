@@ -11,7 +11,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,7 +349,15 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
                 "differ_from_prb": planner.improved,
                 "fallbacks": planner.fallbacks,
             }
-        summary["prediction"] = write_predictions(scheduler.estimator, jobs_path, out, timing)
+        predictor = scheduler.estimator
+        summary["prediction"] = write_predictions(
+            predictor.predictions,
+            predictor.name,
+            jobs_path,
+            out,
+            seconds=predictor.seconds,
+            timing=timing,
+        )
     if isinstance(scheduler, ClassifyingScheduler):
         summary["classification"] = write_classification(scheduler, out)
         summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
@@ -361,26 +369,33 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
 
 
 def write_predictions(
-    predictor: MeasuredPredictor, jobs_path: Path, out: Path, timing: dict[str, Any] | None = None
+    predictions: Mapping[str, float],
+    name: str,
+    jobs_path: Path,
+    out: Path,
+    *,
+    seconds: float | None = None,
+    timing: dict[str, Any] | None = None,
 ) -> dict:
-    """``predictions.csv`` (each job's predicted and actual runtime, its first attempt),
-    ``timing.json`` (prediction time per job, plus ``timing``) and the quality figures for
-    ``summary.json``."""
+    """``predictions.csv`` (each job's predicted runtime, made at its first submission, and
+    its actual runtime in the job table at ``jobs_path``: ours in a replay, Batsim's after a
+    served run), ``timing.json`` (``seconds`` spent predicting, per job, plus ``timing``) and
+    the quality figures for ``summary.json``."""
     import pandas as pd
 
     jobs = read_jobs_csv(jobs_path)
     jobs = jobs[jobs["final_state"] != "REJECTED"]
     ids = jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
-    predicted = ids.map(predictor.predictions)
+    predicted = ids.map(predictions)
     table = pd.DataFrame(
         {"job_id": ids, "predicted": predicted, "actual": jobs["execution_time"]}
     ).dropna()
     table.to_csv(out / "predictions.csv", index=False)
     quality = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
-    quality["predictor"] = predictor.name
+    quality["predictor"] = name
     # a measured duration varies from run to run: kept out of summary.json, which is
     # byte-identical for the same inputs
-    per_job = round(1e6 * predictor.seconds / len(table), 3) if len(table) else None
+    per_job = round(1e6 * seconds / len(table), 3) if len(table) and seconds is not None else None
     measured = {"predict_us_per_job": per_job, **(timing or {})}
     (out / "timing.json").write_text(json.dumps(measured) + "\n")
     return quality

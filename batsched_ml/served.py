@@ -28,6 +28,7 @@ from batsched_ml.protocol.events import (
 )
 
 DECISION_COLUMNS = ("time", "type", "job_id", "detail")
+PREDICTED = "predicted.csv"  # a served run's runtime predictions, one per job (job_id, predicted)
 
 
 def _describe(event: Any) -> tuple[str, str, str]:
@@ -93,12 +94,25 @@ class ServedRun:
             for time, kind, job_id, detail in self.decisions:
                 writer.writerow((f"{time:g}", kind, job_id, detail))
         status = self.status(reason)
-        from batsched_ml.replay import write_classification
+        from batsched_ml.replay import MeasuredPredictor, write_classification
         from batsched_ml.scheduler.classified import ClassifyingScheduler
 
         if isinstance(self.scheduler, ClassifyingScheduler):
             # classification.csv, weekly_quality.csv, feature_importance.csv, as a replay has
             status["classification"] = write_classification(self.scheduler, out)
+        predictor = getattr(self.scheduler, "estimator", None)
+        if isinstance(predictor, MeasuredPredictor):
+            # the actual runtimes are Batsim's: `collect` joins these with its job table
+            status["predictor"] = predictor.name
+            with (out / PREDICTED).open("w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(("job_id", "predicted"))
+                writer.writerows(predictor.predictions.items())
+            timing = {
+                "predict_seconds": predictor.seconds,
+                "predictions": len(predictor.predictions),
+            }
+            (out / "timing.json").write_text(json.dumps(timing) + "\n")
         (out / "serve.json").write_text(json.dumps(status, indent=1) + "\n")
         return status
 

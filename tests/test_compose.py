@@ -177,9 +177,28 @@ def slice_of_kth(folder: Path, jobs: int) -> str:
     return "kth-slice.swf"
 
 
-def test_the_compose_services_run_as_plain_processes_on_loopback(tmp_path: Path) -> None:
+PLAIN_RUNS = [
+    (
+        {"POLICY": "saf"},
+        2500,
+        ReplayConfig(policy="saf", variant="classification-idempotent"),
+        "saf (classification-idempotent)",
+    ),
+    (  # a base run does not use the trainer; the scheduler still stops it at the end
+        {"VARIANT": "base", "PREDICTOR": "easy++", "CORRECTION": "power", "DISPATCHER": "prb"},
+        1500,
+        ReplayConfig(variant="base", estimator="easy++", correction="power", dispatcher="prb"),
+        "fcfs (base; predictor easy++, correction power, dispatcher prb)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "jobs", "config", "title"), PLAIN_RUNS)
+def test_the_compose_services_run_as_plain_processes_on_loopback(
+    tmp_path: Path, settings: dict[str, str], jobs: int, config: ReplayConfig, title: str
+) -> None:
     traces = tmp_path / "traces"
-    env = {"TRACE": slice_of_kth(traces, 2500), "TRACE_DIR": str(traces), "POLICY": "saf"}
+    env = {"TRACE": slice_of_kth(traces, jobs), "TRACE_DIR": str(traces), **settings}
     found = services(env, standin=True)
     places = {"/data": str(tmp_path / "data"), "/traces": str(traces), "/out": str(tmp_path / "o")}
     ports = {28000: free_port(), 28100: free_port()}
@@ -223,25 +242,29 @@ def test_the_compose_services_run_as_plain_processes_on_loopback(tmp_path: Path)
         for process in background:
             process.kill()
     out = tmp_path / "o"
-    assert "policy                  saf (classification-idempotent)" in shown
+    assert re.search(rf"^policy +{re.escape(title)}$", shown, re.M), shown
     statuses = sorted(p.name for p in (tmp_path / "data" / "status").iterdir())
     assert statuses == ["batsim.json", "prepare.json", "scheduler.json", "trainer.json"]
     # the same experiment in one process gives the same job table and figures
     workload = load_workload(tmp_path / "data" / "input" / "workload.json")
-    config = ReplayConfig(policy="saf", variant="classification-idempotent")
     expected = write_outputs(run_replay(workload, config), tmp_path / "replay")
     assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("jobs", "finished", "mean_bsld", "mean_wait", "kills", "monthly"):
-        assert summary[key] == expected[key], key
+    for key in ("jobs", "finished", "mean_bsld", "mean_wait", "kills", "monthly", "prediction"):
+        assert summary.get(key) == expected.get(key), key
+    assert summary["config"] == expected["config"] == config.as_dict()
     timing = "train_seconds"  # a measured duration, the only figure that may differ
-    assert {k: v for k, v in summary["classification"].items() if k != timing} == {
-        k: v for k, v in expected["classification"].items() if k != timing
+    assert {k: v for k, v in (summary.get("classification") or {}).items() if k != timing} == {
+        k: v for k, v in (expected.get("classification") or {}).items() if k != timing
     }
-    assert summary["jobs"] == len(workload["jobs"]) > 2400 and summary["trainer_events"] == []
-    assert (
-        (out / "report.md").read_text().startswith("# kth-slice: saf (classification-idempotent)")
-    )
+    assert summary["jobs"] == len(workload["jobs"]) > jobs - 100
+    assert summary.get("trainer_events") == ([] if config.classified else None)
+    if not config.classified:  # the predictor's quality, from Batsim's runtimes
+        assert summary["prediction"]["predictor"] == config.estimator
+        assert (out / "predictions.csv").read_bytes() == (
+            tmp_path / "replay" / "predictions.csv"
+        ).read_bytes()
+    assert (out / "report.md").read_text().startswith(f"# kth-slice: {title}")
 
 
 def test_experiment_fails_at_once_with_the_reason_when_a_service_failed(tmp_path: Path) -> None:

@@ -136,3 +136,28 @@ def test_evalys_reads_our_job_table_and_draws_its_gantt_chart(runs_dir, tmp_path
     drawn = sum(len(ax.patches) for ax in fig.axes)
     assert drawn >= 200  # a rectangle per job and machine interval, at least one per job
     plt.close("all")
+
+
+def test_a_run_s_title_names_the_methods_it_used() -> None:
+    from batsched_ml.collect import run_title
+    from batsched_ml.replay import ReplayConfig
+
+    def title(**config) -> str:
+        return run_title(ReplayConfig(**config).as_dict())
+
+    assert title() == "fcfs (base)"
+    assert title(policy="saf", variant="classification-idempotent") == (
+        "saf (classification-idempotent)"
+    )
+    assert title(estimator="easy++", correction="power", dispatcher="prb") == (
+        "fcfs (base; predictor easy++, correction power, dispatcher prb)"
+    )
+    assert title(
+        estimator="su",
+        predictor_params={"alpha": "1.5"},
+        dispatcher="cph",
+        dispatcher_params={"window": "8"},
+    ) == ("fcfs (base; predictor su [alpha=1.5], dispatcher cph [window=8])")
+    assert title(predictor_params={"no_walltime_estimate": "60"}) == (
+        "fcfs (base; predictor requested [no_walltime_estimate=60.0])"
+    )

@@ -11,7 +11,6 @@ and the next week tries again, so newer models are picked up when they come.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from pathlib import Path
@@ -30,6 +29,26 @@ log = logging.getLogger("batsched_ml.trainer")
 
 class TrainerUnavailable(RuntimeError):
     pass
+
+
+def stop_trainer(endpoint: str, timeout: float = 5.0) -> bool:
+    """Ask the trainer at ``endpoint`` to stop (a ``stop`` request on a fresh connection, no
+    greeting needed); whether it said goodbye within ``timeout`` seconds. A dedicated trainer
+    (docker compose) ends with the run this way, even a run that did not need it."""
+    socket = zmq.Context.instance().socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    try:
+        socket.connect(endpoint)
+        socket.send(encode("stop"))
+        if not socket.poll(int(timeout * 1000)):
+            log.warning("the trainer at %s did not answer the stop request", endpoint)
+            return False
+        try:
+            return decode(socket.recv_multipart()[0], REPLIES)["type"] == "bye"
+        except SchemaError:
+            return False
+    finally:
+        socket.close(linger=0)
 
 
 class RemoteTrainer:
@@ -92,12 +111,13 @@ class RemoteTrainer:
             return self.last_good
 
     def close(self, stop: bool = False) -> None:
-        if stop and self._socket is not None:
-            with contextlib.suppress(TrainerUnavailable):
-                self._request(encode("stop"), timeout=5.0)
+        """Close the connection; with ``stop``, ask the trainer to stop too (whether or not
+        this run ever reached it)."""
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None
+        if stop:
+            stop_trainer(self.endpoint)
 
     # --- the conversation -----------------------------------------------------------------
 
