@@ -259,12 +259,7 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
         used = {getattr(spec, key) for spec in runs}
         for text in texts:
             if text and text not in used:
-                reasons = []
-                for name in names:
-                    try:
-                        check(name, _parse_options(text))
-                    except ValueError as exc:
-                        reasons.append(str(exc))
+                reasons = filter(None, (_refusal(name, text, check) for name in names))
                 why = "; ".join(reasons) or "no run of this grid takes options"
                 raise CampaignError(f"{path}: [campaign] {key} {{{text}}} fits no run: {why}")
     return runs
@@ -313,18 +308,13 @@ def expand(
                     for predictor, p_opts, correction, dispatcher, d_opts in itertools.product(
                         predictors, predictor_options, corrections, dispatchers, dispatcher_options
                     ):
-                        changed = (predictor, p_opts, correction, dispatcher, d_opts) != (
-                            "requested",
-                            "",
-                            "none",
-                            "easy",
-                            "",
-                        )
+                        methods = (predictor, correction, dispatcher)
+                        changed = methods != ("requested", "none", "easy") or p_opts or d_opts
                         if variant != "base" and changed:
                             continue
                         if dispatcher != "easy" and policy != "fcfs":
                             continue
-                        if not _takes(predictor, p_opts, predictor_kwargs) or not _takes(
+                        if _refusal(predictor, p_opts, predictor_kwargs) or _refusal(
                             dispatcher, d_opts, _planner_kwargs
                         ):
                             continue
@@ -345,15 +335,16 @@ def expand(
     return runs
 
 
-def _takes(name: str, options: str, check: Callable[[str, dict], dict]) -> bool:
-    """Whether the predictor or dispatcher ``name`` accepts the option text."""
+def _refusal(name: str, options: str, check: Callable[[str, dict], dict]) -> str | None:
+    """Why the predictor or dispatcher ``name`` does not take the option text (``check``
+    raises it), or ``None`` if it does."""
     if not options:
-        return True
+        return None
     try:
         check(name, _parse_options(options))
-    except ValueError:
-        return False
-    return True
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def result_row(spec: RunSpec, folder: Path, status: str, seconds: float, error: str = "") -> dict:
