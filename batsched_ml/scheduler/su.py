@@ -247,9 +247,15 @@ class SUPrediction:
         y_mean, y_scale = float(yn.mean()), float(yn.std())
         if y_scale == 0 or len(yn) < 2:
             return y_mean
+        from sklearn import config_context  # loaded with the regressor: not on every command
+
         model = self.make_regressor()
-        model.fit(xn, (yn - y_mean) / y_scale)
-        return y_mean + y_scale * float(model.predict(query.reshape(1, -1))[0])
+        # the inputs are finite 2-D arrays by construction; scikit-learn's checks of them cost
+        # more than the fit on 20 rows. Same result, a quarter less time per fit
+        with config_context(assume_finite=True, skip_parameter_validation=True):
+            model.fit(xn, (yn - y_mean) / y_scale)
+            prediction = model.predict(query.reshape(1, -1))[0]
+        return y_mean + y_scale * float(prediction)
 
     def make_regressor(self) -> Any:
         if self.regressor == "svr":
@@ -312,8 +318,12 @@ def kmeans(
         nearest = np.minimum(nearest, ((points - points[chosen[-1]]) ** 2).sum(axis=1))
     centres = points[chosen].copy()
     labels = np.full(len(points), -1)
+    distances = np.empty((len(points), len(centres)))
     for _ in range(rounds):
-        distances = ((points[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+        # one centre at a time: the same sums as a (points x centres x dimensions) broadcast,
+        # bit for bit, without its temporary (up to 200 x 15 x 200 floats per round)
+        for c, centre in enumerate(centres):
+            distances[:, c] = ((points - centre) ** 2).sum(axis=1)
         new = distances.argmin(axis=1)
         if (new == labels).all():
             break
