@@ -55,10 +55,9 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.replay import DISPATCHERS, PLANNERS, VARIANTS
+from batsched_ml.replay import DISPATCHERS, VARIANTS, planner_kwargs
 from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS, predictor_kwargs
-from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 
 SEEDED_VARIANTS = ("classification", "classification-idempotent")
@@ -254,7 +253,7 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
     # predictor): say so rather than run nothing for it
     for key, texts, names, check in (
         ("predictor_options", predictor_options, predictors, predictor_kwargs),
-        ("dispatcher_options", dispatcher_options, dispatchers, _planner_kwargs),
+        ("dispatcher_options", dispatcher_options, dispatchers, planner_kwargs),
     ):
         used = {getattr(spec, key) for spec in runs}
         for text in texts:
@@ -274,12 +273,6 @@ def _option_list(table: dict[str, Any], key: str, path: Path) -> list[str]:
             f"{path}: [campaign] {key} must be a non-empty list of tables, e.g. [{{}}, {{k = 1}}]"
         )
     return list(dict.fromkeys(options_text(v, f"{path}: [campaign] {key}") for v in value))
-
-
-def _planner_kwargs(dispatcher: str, params: dict[str, Any]) -> dict[str, Any]:
-    if dispatcher not in PLANNERS:
-        raise ValueError(f"the {dispatcher} dispatcher has no parameters")
-    return constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
 
 
 def expand(
@@ -315,7 +308,7 @@ def expand(
                         if dispatcher != "easy" and policy != "fcfs":
                             continue
                         if _refusal(predictor, p_opts, predictor_kwargs) or _refusal(
-                            dispatcher, d_opts, _planner_kwargs
+                            dispatcher, d_opts, planner_kwargs
                         ):
                             continue
                         spec = RunSpec(

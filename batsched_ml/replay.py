@@ -50,6 +50,19 @@ DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
 PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
 
 
+def planner_kwargs(dispatcher: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked and typed against the planner of ``dispatcher`` (as
+    :func:`~batsched_ml.scheduler.estimators.predictor_kwargs` does for predictors), their values
+    too (the planner is built once); ``ValueError`` naming what is wrong."""
+    if dispatcher not in PLANNERS:
+        raise ValueError(
+            f"the {dispatcher} dispatcher has no parameters (only {', '.join(PLANNERS)} has)"
+        )
+    typed = constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
+    PLANNERS[dispatcher](**typed)  # a clear error for a value out of range
+    return typed
+
+
 @dataclass
 class ReplayConfig:
     """What a replay runs: plain values, so a config can be written next to the results."""
@@ -92,15 +105,7 @@ class ReplayConfig:
             known = ", ".join(DISPATCHERS)
             raise ValueError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
         if self.dispatcher_params:
-            if self.dispatcher not in PLANNERS:
-                raise ValueError(
-                    f"--dispatcher-option: the {self.dispatcher} dispatcher has no parameters "
-                    f"(only {', '.join(PLANNERS)} has)"
-                )
-            self.dispatcher_params = constructor_kwargs(
-                PLANNERS[self.dispatcher], f"dispatcher {self.dispatcher}", self.dispatcher_params
-            )
-            PLANNERS[self.dispatcher](**self.dispatcher_params)  # a clear error for a bad value
+            self.dispatcher_params = planner_kwargs(self.dispatcher, self.dispatcher_params)
         if self.dispatcher != "easy" and self.policy != "fcfs":
             raise ValueError(
                 f"the {self.dispatcher} dispatcher orders the queue itself (by the predicted "

@@ -17,10 +17,11 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.campaign import RESULT_COLUMNS, SPEC_FIELDS, Campaign, RunSpec, result_row
+from batsched_ml.replay import DISPATCHERS
+from batsched_ml.scheduler.correction import CORRECTIONS
+from batsched_ml.scheduler.estimators import ESTIMATORS
 
-PREDICTORS = ("requested", "actual", "easy++", "fixed", "adaboost", "profile", "su")
-DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
-CORRECTIONS = ("none", "simple", "power")
+PREDICTORS = tuple(ESTIMATORS)  # the page's rows, in the command line's order
 MISSING = "n/r"
 
 #: Seed 002, Tables 4 and 5, HPC2N Seth column (their cleaning: a one-user flurry, 55 % of the
@@ -120,8 +121,13 @@ def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
             rows.append(
                 [predictor]
                 + [
-                    _cell(runs, column, fmt, **_base(predictor=p, correction="none", dispatcher=d))
-                    for p, d in ((predictor, d) for d in DISPATCHERS)
+                    _cell(
+                        runs,
+                        column,
+                        fmt,
+                        **_base(predictor=predictor, correction="none", dispatcher=d),
+                    )
+                    for d in DISPATCHERS
                 ]
             )
         out += [*_markdown(["predictor", *DISPATCHERS], rows), ""]
