@@ -85,6 +85,14 @@ def _add_forest_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_force_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace whole an output folder that holds another run",
+    )
+
+
 def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
@@ -247,25 +255,28 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from batsched_ml.replay import run_replay, write_outputs
+    from batsched_ml.runfolder import RunIdentity, claim, workload_record
 
     started = time.perf_counter()
-    output_dir(args.output)
     path = Path(args.workload) if args.workload else DEFAULT_TRACE
-    workload = load_workload(path, lenient=args.lenient)
     config = _config(args)
-    total = len(workload["jobs"])
-    with tqdm(
-        total=total, unit="job", desc=f"{path.name} {config.policy}", disable=args.quiet
-    ) as bar:
+    identity = RunIdentity("replay", config.as_dict(), workload_record(path, lenient=args.lenient))
+    folder = claim(args.output, identity, force=args.force)
+    with folder.running():
+        workload = load_workload(path, lenient=args.lenient)
+        total = len(workload["jobs"])
+        with tqdm(
+            total=total, unit="job", desc=f"{path.name} {config.policy}", disable=args.quiet
+        ) as bar:
 
-        def progress(done: int) -> None:
-            bar.update(done - bar.n)
+            def progress(done: int) -> None:
+                bar.update(done - bar.n)
 
-        with trainer_for(args, config, Path(args.output)) as trainer:
-            result = run_replay(
-                workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
-            )
-    summary = write_outputs(result, args.output)
+            with trainer_for(args, config, Path(args.output)) as trainer:
+                result = run_replay(
+                    workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
+                )
+        summary = write_outputs(result, args.output, run_id=folder.run_id)
     elapsed = time.perf_counter() - started
     print(_summary_table(summary))
     print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")
@@ -392,20 +403,23 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from batsched_ml.replay import make_scheduler
+    from batsched_ml.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.served import ServedRun, serve_and_record
     from batsched_ml.transport import serve
 
     calendar = None
+    workload: dict = {}
     if args.calendar:
         from batsched_ml.replay import calendar_of
 
         calendar = calendar_of(load_workload(args.calendar))
+        workload = workload_record(args.calendar)
     config = _config(args)
-    output_dir(args.output)
+    folder = claim(args.output, RunIdentity("serve", config.as_dict(), workload), force=args.force)
     timeout = None if args.timeout <= 0 else args.timeout
-    with trainer_for(args, config, Path(args.output)) as trainer:
+    with folder.running(), trainer_for(args, config, Path(args.output)) as trainer:
         scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
-        run = ServedRun(scheduler, config.as_dict())
+        run = ServedRun(scheduler, config.as_dict(), run_id=folder.run_id)
         count = serve_and_record(
             run,
             lambda handler: serve(
@@ -551,7 +565,14 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         help="SWF trace (.swf, .swf.gz) or Batsim workload (.json); default: the shipped KTH-SP2",
     )
-    replay.add_argument("-o", "--output", default="out", metavar="DIR", help="default: ./out")
+    replay.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="the run's folder: new or empty, or holding this same run (run again)",
+    )
+    _add_force_option(replay)
     _add_scheduler_options(replay)
     replay.add_argument(
         "--zmq",
@@ -596,11 +617,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "-o",
         "--output",
-        default="out",
+        required=True,
         metavar="DIR",
-        help="decisions.csv, serve.json (status complete or partial, and why) and the side "
-        "trainer's models (default: ./out)",
+        help="the run's folder: decisions.csv, serve.json (status complete or partial, and "
+        "why), run.json and the side trainer's models",
     )
+    _add_force_option(serve)
     serve.set_defaults(handler=_cmd_serve)
 
     trainer = commands.add_parser(

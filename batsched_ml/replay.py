@@ -324,8 +324,12 @@ def _run_over_zmq(
     return count
 
 
-def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
-    """Write ``jobs.csv`` and ``summary.json`` into ``out_dir``; return the summary."""
+def write_outputs(
+    result: ReplayResult, out_dir: str | Path, *, run_id: str | None = None
+) -> dict[str, Any]:
+    """Write ``jobs.csv`` and ``summary.json`` (and the predictor's and classifier's tables)
+    into ``out_dir``; return the summary. ``run_id`` (:mod:`batsched_ml.runfolder`) goes into
+    ``summary.json`` and ``timing.json``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jobs_path = out / "jobs.csv"
@@ -338,6 +342,7 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
         time_zone=workload.get("time_zone_string"),
     )
     summary = {
+        **({"run_id": run_id} if run_id is not None else {}),
         "trace": workload.get("trace"),
         "config": result.config.as_dict(),
         "workload_jobs": len(workload.get("jobs", [])),
@@ -347,6 +352,8 @@ def write_outputs(result: ReplayResult, out_dir: str | Path) -> dict[str, Any]:
     scheduler = result.scheduler
     if isinstance(scheduler.estimator, MeasuredPredictor):
         timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}
+        if run_id is not None:
+            timing = {"run_id": run_id, **timing}
         planner = scheduler.planner
         if planner is not None:
             timing["cph"] = {

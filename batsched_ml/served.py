@@ -50,9 +50,12 @@ def _describe(event: Any) -> tuple[str, str, str]:
 class ServedRun:
     """Wraps a scheduler's ``handle`` to keep the decisions and the message count."""
 
-    def __init__(self, scheduler: Any, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, scheduler: Any, config: dict[str, Any] | None = None, *, run_id: str | None = None
+    ) -> None:
         self.scheduler = scheduler
         self.config = config or {}
+        self.run_id = run_id
         self.decisions: list[tuple[float, str, str, str]] = []
         self.messages = 0
         self.last_now: float | None = None
@@ -68,6 +71,7 @@ class ServedRun:
     def status(self, reason: str | None) -> dict[str, Any]:
         scheduler = self.scheduler
         out: dict[str, Any] = {
+            "run_id": self.run_id,
             "status": "complete" if reason is None else "partial",
             "reason": reason,
             "config": self.config,
@@ -109,6 +113,7 @@ class ServedRun:
                 writer.writerow(("job_id", "predicted"))
                 writer.writerows(predictor.predictions.items())
             timing = {
+                "run_id": self.run_id,
                 "predict_seconds": predictor.seconds,
                 "predictions": len(predictor.predictions),
             }

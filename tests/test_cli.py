@@ -66,6 +66,8 @@ def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
             *calendar,
             "--timeout",
             "30",
+            "-o",
+            str(tmp_path / "served"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -107,7 +109,16 @@ def test_serve_gives_up_on_a_silent_peer(tmp_path: Path) -> None:
     port = free_port()
     started = time.monotonic()
     run = subprocess.run(
-        [*CMD, "serve", "--socket", f"tcp://127.0.0.1:{port}", "--timeout", "1"],
+        [
+            *CMD,
+            "serve",
+            "--socket",
+            f"tcp://127.0.0.1:{port}",
+            "--timeout",
+            "1",
+            "-o",
+            str(tmp_path / "s"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -119,12 +130,24 @@ def test_serve_gives_up_on_a_silent_peer(tmp_path: Path) -> None:
     )
     assert "Traceback" not in run.stderr
     assert time.monotonic() - started < 30
+    run_record = json.loads((tmp_path / "s" / "run.json").read_text())
+    assert run_record["status"] == "failed"
+    assert "no message from Batsim within 1 s" in run_record["reason"]
 
 
-def test_serve_rejects_an_unparsable_message() -> None:
+def test_serve_rejects_an_unparsable_message(tmp_path: Path) -> None:
     port = free_port()
     server = subprocess.Popen(
-        [*CMD, "serve", "--socket", f"tcp://127.0.0.1:{port}", "--timeout", "30"],
+        [
+            *CMD,
+            "serve",
+            "--socket",
+            f"tcp://127.0.0.1:{port}",
+            "--timeout",
+            "30",
+            "-o",
+            str(tmp_path / "s"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -150,9 +173,23 @@ def test_serve_rejects_an_unparsable_message() -> None:
 def test_bad_inputs_end_with_one_line_and_non_zero_exit(tmp_path: Path) -> None:
     cases = [
         (["replay", str(tmp_path / "missing.swf"), "-o", str(tmp_path / "o")], "cannot read"),
-        (["replay", "--policy", "nope"], "invalid choice"),
-        (["replay", "--dispatcher-option", "window=4"], "the easy dispatcher has no parameters"),
-        (["replay", "--dispatcher", "cph", "--dispatcher-option", "window"], "expected KEY=VALUE"),
+        (["replay", "-o", str(tmp_path / "o"), "--policy", "nope"], "invalid choice"),
+        (
+            ["replay", "-o", str(tmp_path / "o"), "--dispatcher-option", "window=4"],
+            "the easy dispatcher has no parameters",
+        ),
+        (
+            [
+                "replay",
+                "-o",
+                str(tmp_path / "o"),
+                "--dispatcher",
+                "cph",
+                "--dispatcher-option",
+                "window",
+            ],
+            "expected KEY=VALUE",
+        ),
     ]
     for args, fragment in cases:
         run = subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60)

@@ -1,0 +1,343 @@
+"""A run folder holds one run: its identity, its status, and nothing left over from another run.
+
+Every command that writes a run (``replay``, ``serve``, a campaign's runs, ``collect``) first
+*claims* its output folder with :func:`claim`, which writes ``run.json``:
+
+* ``run_id``: a digest of what was asked: the command, the full configuration and the
+  workload's sha256. The same run asked twice has the same id (outputs are deterministic, so
+  ``summary.json``, which carries it, stays byte-identical across reruns); any other setting,
+  another trace or another version of the trace gives another id.
+* ``code``: what ran it: the package version, a digest of the package's source files, the git
+  commit when the package lives in a git checkout, and the versions of the libraries that
+  shape results. A campaign resumes a run only when both the id and the code match
+  (:func:`same_run`), so results of older code never mix silently with new ones.
+* ``status``: ``running`` while the run goes on, then ``complete`` once every file is written,
+  or ``interrupted`` / ``failed`` with the reason. This is the one place that says whether a
+  folder holds a whole run: ``report``, ``campaign`` and ``collect`` read it (:func:`status_of`).
+
+A folder holding another run, or files that are not a run's, is refused with one line naming it
+and the choices; ``--force`` replaces it whole, but only when every entry in it is a file a run
+writes (a mistyped ``-o ~`` never empties a home folder).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from batsched_ml import __version__
+
+RUN_FILE = "run.json"
+RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
+
+#: Every name a run writes into its folder (and SQLite's companions): only folders made of these
+#: are replaced by ``--force``.
+RUN_OUTPUTS = frozenset(
+    {
+        RUN_FILE,
+        "jobs.csv",
+        "summary.json",
+        "timing.json",
+        "predictions.csv",
+        "predicted.csv",
+        "classification.csv",
+        "weekly_quality.csv",
+        "feature_importance.csv",
+        "decisions.csv",
+        "serve.json",
+        "report.md",
+        "models",
+        "trainer.sqlite",
+        "trainer.sqlite-wal",
+        "trainer.sqlite-shm",
+        "trainer.sqlite-journal",
+    }
+)
+
+#: Libraries whose versions can change a run's numbers (the forest, the planner, the tables).
+RESULT_LIBRARIES = ("numpy", "scikit-learn", "pandas", "ortools")
+
+
+class OutputFolderError(ValueError):
+    """An output folder that cannot take this run (a user error: one line, exit 2)."""
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a run is: ``command`` (``replay``, ``serve``, ``collect``), its full configuration
+    and its workload (``{"name", "sha256", ...}``; ``sha256`` of the file read)."""
+
+    command: str
+    config: Mapping[str, Any]
+    workload: Mapping[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        text = _canonical(
+            {"command": self.command, "config": self.config, "workload": self.workload}
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        config = self.config
+        name = self.workload.get("name") or "?"
+        return (
+            f"{self.command} {config.get('policy', '?')} ({config.get('variant', '?')}) "
+            f"on {name}, run id {self.run_id}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "command": self.command,
+            "config": dict(self.config),
+            "workload": dict(self.workload),
+        }
+
+
+@functools.cache
+def code_identity() -> dict[str, Any]:
+    """The code that runs: version, source digest, git commit (and whether the package's
+    files differ from it), and the result-shaping libraries' versions."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    out: dict[str, Any] = {
+        "version": __version__,
+        "source_sha256": digest.hexdigest(),
+        "git_commit": None,
+        "git_dirty": None,
+    }
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(package), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(package), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        out["git_commit"], out["git_dirty"] = commit, bool(dirty)
+    except (OSError, subprocess.SubprocessError):
+        pass  # not a git checkout (an installed wheel): the source digest says it all
+    libraries = {}
+    for name in RESULT_LIBRARIES:
+        try:
+            libraries[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            libraries[name] = None
+    out["libraries"] = libraries
+    return out
+
+
+def same_code(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two ``code`` records ran the same code (the git commit is informative only:
+    the source digest and the libraries decide)."""
+    if not a or not b:
+        return False
+    keys = ("version", "source_sha256", "libraries")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def read_run(folder: str | Path) -> dict[str, Any] | None:
+    """``run.json`` of ``folder``, or ``None`` when there is none (or it is unreadable)."""
+    path = Path(folder) / RUN_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def status_of(folder: str | Path) -> str | None:
+    """``complete``, ``running``, ``interrupted``, ``failed``, or ``None`` without run.json."""
+    run = read_run(folder)
+    return None if run is None else str(run.get("status"))
+
+
+def require_complete(folder: str | Path, what: str = "run") -> dict[str, Any] | None:
+    """Refuse a folder whose run did not complete (``OutputFolderError`` naming it and why);
+    return its run record (``None`` for a folder written before run.json existed)."""
+    run = read_run(folder)
+    if run is None:
+        return None
+    status = run.get("status")
+    if status != COMPLETE:
+        reason = f": {run['reason']}" if run.get("reason") else ""
+        raise OutputFolderError(
+            f"{folder}: the {what} is {status}{reason} (run.json), not complete"
+        )
+    return run
+
+
+def same_run(folder: str | Path, identity: RunIdentity) -> tuple[bool, str]:
+    """Whether ``folder`` holds ``identity``'s run, complete, made by this code; and if not,
+    why (for a campaign's "reran N: ..." line)."""
+    run = read_run(folder)
+    if run is None:
+        if (Path(folder) / "summary.json").exists():
+            return False, "no run.json (made before runs had an identity)"
+        return False, "not run yet"
+    if run.get("run_id") != identity.run_id:
+        return False, "another run's settings or workload"
+    if run.get("status") != COMPLETE:
+        return False, f"left {run.get('status')}"
+    if not same_code(run.get("code"), code_identity()):
+        return False, "made by other code"
+    return True, ""
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+@dataclass
+class RunFolder:
+    """A claimed folder: :meth:`finish` marks it complete, :meth:`stop` incomplete."""
+
+    path: Path
+    identity: RunIdentity
+
+    @property
+    def run_id(self) -> str:
+        return self.identity.run_id
+
+    def _record(self, status: str, reason: str | None) -> None:
+        _write_json(
+            self.path / RUN_FILE,
+            {
+                **self.identity.as_dict(),
+                "status": status,
+                "reason": reason,
+                "code": code_identity(),
+            },
+        )
+
+    def finish(self) -> None:
+        self._record(COMPLETE, None)
+
+    def stop(self, reason: str, *, interrupted: bool = False) -> None:
+        """Mark the run incomplete (``interrupted`` for a signal, ``failed`` otherwise); the
+        files written so far stay, and every reader sees they are not a whole run."""
+        self._record(INTERRUPTED if interrupted else FAILED, reason)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[RunFolder]:
+        """The run's body: complete when it returns, ``interrupted`` on ``KeyboardInterrupt``
+        (SIGINT, and SIGTERM turned into one), ``failed`` with the error on anything else."""
+        try:
+            yield self
+        except KeyboardInterrupt:
+            self.stop("interrupted", interrupted=True)
+            raise
+        except BaseException as exc:
+            self.stop(f"{type(exc).__name__}: {exc}")
+            raise
+        self.finish()
+
+
+def workload_record(path: str | Path, *, lenient: bool = False) -> dict[str, Any]:
+    """A workload's part of a run identity: its file name and sha256 (and ``lenient``, which
+    changes what is read from an SWF)."""
+    from batsched_ml.workload.io import WorkloadError
+
+    path = Path(path)
+    try:
+        sha256 = file_sha256(path)
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    record: dict[str, Any] = {"name": path.name, "sha256": sha256}
+    if lenient:
+        record["lenient"] = True
+    return record
+
+
+def _strangers(folder: Path) -> list[str]:
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.name not in RUN_OUTPUTS and not p.name.startswith(".write-test-")
+    )
+
+
+def _clear(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def claim(folder: str | Path, identity: RunIdentity, *, force: bool = False) -> RunFolder:
+    """Make ``folder`` this run's: create it (checking it takes files) and write run.json
+    (``running``). A folder holding the same run is emptied and run again (a rerun gives the
+    same files); one holding another run, or other files, is refused unless ``force``, which
+    empties it when every entry is a run's file."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputFolderError(
+            f"cannot write into the output directory {path}: {exc.strerror or exc}"
+        ) from None
+    entries = [p for p in path.iterdir() if not p.name.startswith(".write-test-")]
+    if entries:
+        run = read_run(path)
+        same = run is not None and run.get("run_id") == identity.run_id
+        strangers = _strangers(path)
+        if not same and not force:
+            held = (
+                f"another run ({run.get('command')} {run.get('config', {}).get('policy')} "
+                f"({run.get('config', {}).get('variant')}), run id {run.get('run_id')})"
+                if run is not None
+                else f"files of something else ({', '.join(sorted(p.name for p in entries)[:3])}"
+                + (", ..." if len(entries) > 3 else "")
+                + ")"
+            )
+            raise OutputFolderError(
+                f"{path} holds {held}; choose an empty or new folder, or --force to replace it"
+            )
+        if strangers:
+            raise OutputFolderError(
+                f"{path} holds {', '.join(strangers[:3])}, which no run writes: not replacing "
+                "it; choose an empty or new folder"
+            )
+        _clear(path)
+    claimed = RunFolder(path, identity)
+    claimed._record(RUNNING, None)
+    return claimed
