@@ -56,6 +56,7 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.replay import DISPATCHERS, VARIANTS, planner_kwargs
+from batsched_ml.runfolder import RunIdentity, claim, same_run, workload_record
 from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS, predictor_kwargs
 from batsched_ml.scheduler.policies import POLICIES
@@ -85,6 +86,8 @@ RESULT_COLUMNS = (
     "MAE",
     "UR",
     "predict_us_per_job",
+    "run_id",
+    "rerun_reason",
     "error",
 )
 
@@ -340,17 +343,26 @@ def _refusal(name: str, options: str, check: Callable[[str, dict], dict]) -> str
     return None
 
 
-def result_row(spec: RunSpec, folder: Path, status: str, seconds: float, error: str = "") -> dict:
+def result_row(
+    spec: RunSpec,
+    folder: Path,
+    status: str,
+    seconds: float,
+    error: str = "",
+    rerun_reason: str = "",
+) -> dict:
     row: dict[str, Any] = {
         **asdict(spec),
         "status": status,
         "seconds": round(seconds, 1),
         "path": spec.folder(Path(".")).as_posix(),  # relative to the results table's folder
+        "rerun_reason": rerun_reason,
         "error": error,
     }
     summary_path = folder / "summary.json"
     if status != "failed" and summary_path.exists():
         summary = json.loads(summary_path.read_text())
+        row["run_id"] = summary.get("run_id")
         for key in ("jobs", "mean_bsld", "cumulative_bsld", "mean_wait", "max_wait", "kills"):
             row[key] = summary.get(key)
         row["accuracy"] = (summary.get("classification") or {}).get("accuracy")
@@ -365,22 +377,38 @@ def result_row(spec: RunSpec, folder: Path, status: str, seconds: float, error: 
     return row
 
 
+def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
+    """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
+    settings on the same trace file gives, so either can resume the other's folder."""
+    path = Path(trace_dir) / f"{spec.trace}.swf.gz"
+    return RunIdentity("replay", spec.config().as_dict(), workload_record(path))
+
+
 def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
-    """One replay as a task: skipped if done, its error recorded (not raised) if it fails."""
+    """One replay as a task: skipped if its folder holds this very run, complete and made by
+    this code (:func:`batsched_ml.runfolder.same_run`), else (re)made, with the reason; its
+    error recorded (not raised) if it fails."""
     folder = spec.folder(Path(output))
-    if (folder / "summary.json").exists():
-        return result_row(spec, folder, "existing", 0.0)
     started = time.perf_counter()
+    reason = ""
     try:
+        identity = run_identity(spec, trace_dir)
+        done, reason = same_run(folder, identity)
+        if done:
+            return result_row(spec, folder, "existing", 0.0)
+        if reason == "not run yet":
+            reason = ""
         from batsched_ml.replay import run_replay, write_outputs
         from batsched_ml.workload.io import load_workload
 
-        workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
-        write_outputs(run_replay(workload, spec.config()), folder)
+        claimed = claim(folder, identity, force=True)  # the campaign owns its run folders
+        with claimed.running():
+            workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
+            write_outputs(run_replay(workload, spec.config()), folder, run_id=claimed.run_id)
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        return result_row(spec, folder, "failed", time.perf_counter() - started, last)
-    return result_row(spec, folder, "done", time.perf_counter() - started)
+        return result_row(spec, folder, "failed", time.perf_counter() - started, last, reason)
+    return result_row(spec, folder, "done", time.perf_counter() - started, rerun_reason=reason)
 
 
 def _client(campaign: Campaign):

@@ -356,10 +356,18 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
 
         table = run_campaign(campaign, progress=progress)
     counts = table["status"].value_counts().to_dict()
+    reasons = table.loc[table["rerun_reason"].fillna("") != "", "rerun_reason"]
+    rerun = (
+        f" ({len(reasons)} rerun: "
+        + ", ".join(f"{n} {why}" for why, n in reasons.value_counts().sort_index().items())
+        + ")"
+        if len(reasons)
+        else ""
+    )
     print(
-        f"{len(table)} runs: {counts.get('done', 0)} done, {counts.get('existing', 0)} already "
-        f"there, {counts.get('failed', 0)} failed; wrote {campaign.output / 'results.parquet'} "
-        "and results.csv"
+        f"{len(table)} runs: {counts.get('done', 0)} done{rerun}, {counts.get('existing', 0)} "
+        f"already there, {counts.get('failed', 0)} failed; wrote "
+        f"{campaign.output / 'results.parquet'} and results.csv"
     )
     for row in table[table["status"] == "failed"].to_dict("records"):
         print(f"  failed: {row['trace']} {row['policy']} {row['variant']}: {row['error']}")

@@ -93,8 +93,19 @@ def run_all(
     workers: int = 1,
     log: Callable[[str], None] = print,
 ) -> None:
-    """Run the replays that have no ``summary.json`` yet, ``workers`` at a time."""
-    todo = [run for run in runs if not (run.directory(root) / "summary.json").exists()]
+    """Run the replays whose folders do not hold them yet (complete, made by this code: see
+    :func:`batsched_ml.runfolder.same_run`), ``workers`` at a time."""
+    from batsched_ml.campaign import RunSpec, run_identity
+    from batsched_ml.runfolder import same_run
+
+    todo = [
+        run
+        for run in runs
+        if not same_run(
+            run.directory(root),
+            run_identity(RunSpec(run.trace, run.policy, run.variant), trace_dir),
+        )[0]
+    ]
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already done, {len(todo)} to go")
     if not todo:
         return
@@ -113,10 +124,12 @@ def run_all(
 
 
 def load(root: Path, runs: list[Run]) -> dict[Run, dict[str, Any]]:
+    from batsched_ml.runfolder import COMPLETE, status_of
+
     out = {}
     for run in runs:
         path = run.directory(root) / "summary.json"
-        if path.exists():
+        if path.exists() and status_of(run.directory(root)) in (None, COMPLETE):
             out[run] = json.loads(path.read_text())
     return out
 

@@ -214,6 +214,10 @@ def same_run(folder: str | Path, identity: RunIdentity) -> tuple[bool, str]:
         return False, f"left {run.get('status')}"
     if not same_code(run.get("code"), code_identity()):
         return False, "made by other code"
+    for name, info in (run.get("files") or {}).items():
+        path = Path(folder) / name
+        if not path.is_file() or path.stat().st_size != info.get("bytes"):
+            return False, "files missing or changed"
     return True, ""
 
 
@@ -234,19 +238,28 @@ class RunFolder:
     def run_id(self) -> str:
         return self.identity.run_id
 
-    def _record(self, status: str, reason: str | None) -> None:
-        _write_json(
-            self.path / RUN_FILE,
-            {
-                **self.identity.as_dict(),
-                "status": status,
-                "reason": reason,
-                "code": code_identity(),
-            },
-        )
+    def _record(
+        self, status: str, reason: str | None, files: dict[str, Any] | None = None
+    ) -> None:
+        record = {
+            **self.identity.as_dict(),
+            "status": status,
+            "reason": reason,
+            "code": code_identity(),
+        }
+        if files is not None:
+            record["files"] = files
+        _write_json(self.path / RUN_FILE, record)
 
     def finish(self) -> None:
-        self._record(COMPLETE, None)
+        """Mark the run complete, listing the files it wrote (size and sha256): a folder whose
+        files were since removed or changed is not taken for this run any more."""
+        files = {
+            p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+            for p in sorted(self.path.iterdir())
+            if p.is_file() and p.name != RUN_FILE and p.name in RUN_OUTPUTS
+        }
+        self._record(COMPLETE, None, files)
 
     def stop(self, reason: str, *, interrupted: bool = False) -> None:
         """Mark the run incomplete (``interrupted`` for a signal, ``failed`` otherwise); the

@@ -203,6 +203,10 @@ def test_a_run_with_options_replays_with_them(tmp_path: Path) -> None:
         assert table["predicted"].tolist() == expected
 
 
+def keys_of(table: pd.DataFrame) -> list[tuple]:
+    return list(zip(table["variant"], table["seed"], table["trace"], strict=True))
+
+
 def test_a_campaign_runs_on_dask_records_failures_resumes_and_feeds_report(tmp_path) -> None:
     trace = small_trace(tmp_path / "traces")
     config = write(
@@ -250,6 +254,9 @@ workers = 2
     assert statuses[("base", 0, trace)] == "existing"
     assert statuses[("classification-idempotent", 3, trace)] == "existing"
     assert (seeded / "jobs.csv").read_bytes() == first
+    reasons = dict(zip(keys_of(again), again["rerun_reason"].fillna(""), strict=True))
+    assert reasons[("classification-idempotent", 0, trace)] == "files missing or changed"
+    assert reasons[("base", 0, trace)] == ""
 
     # report reads the results table: the three runs that exist
     runs = find_runs([tmp_path / "out"])

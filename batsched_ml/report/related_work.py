@@ -48,11 +48,19 @@ SEED_003 = {
 def collect(campaign: Campaign) -> pd.DataFrame:
     """One row per run of the campaign, from its folder (``status`` is ``missing`` when the
     run has not been made)."""
+    from batsched_ml.runfolder import COMPLETE, code_identity, read_run, same_code
+
     rows = []
     for spec in campaign.runs:
         folder = spec.folder(campaign.output)
-        if (folder / "summary.json").exists():
-            row = result_row(spec, folder, "existing", 0.0)
+        run = read_run(folder)
+        if (folder / "summary.json").exists() and (run is None or run.get("status") == COMPLETE):
+            # made by other code than this checkout's (or before runs had an identity): shown,
+            # and counted on the page, so a page never mixes code versions unannounced
+            stale = run is None or not same_code(run.get("code"), code_identity())
+            row = result_row(
+                spec, folder, "existing", 0.0, rerun_reason="made by other code" if stale else ""
+            )
         else:
             row = {**spec.__dict__, "status": "missing"}
         rows.append(row)
@@ -219,9 +227,18 @@ def comparison_section(table: pd.DataFrame) -> list[str]:
 
 def missing_section(table: pd.DataFrame, campaign: Campaign) -> list[str]:
     missing = table[table["status"] == "missing"]
+    stale = int((table["rerun_reason"].fillna("") != "").sum())
+    out = []
+    if stale:
+        out += [
+            f"**{stale} of {len(table)} runs on this page were made by other code** than the "
+            "checkout that wrote it (or before run folders recorded their code): "
+            "`batsched-ml related-work` reruns them.",
+            "",
+        ]
     if missing.empty:
-        return ["Every run of the campaign is on this page.", ""]
-    out = [
+        return [*out, "Every run of the campaign is on this page.", ""]
+    out += [
         f"## Not run yet ({len(missing)} of {len(table)} runs)",
         "",
         "Cells marked n/r. `batsched-ml related-work` runs them (it skips the runs already made):",
