@@ -28,12 +28,14 @@ from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.sim.simulator import SimulationError
+from batsched_ml.trainer.client import TrainerRefused
 from batsched_ml.workload.convert import convert_trace
 from batsched_ml.workload.io import WorkloadError, load_workload, write_converted
 from batsched_ml.workload.platform import PlatformError, compute_host_names
 from batsched_ml.workload.swf import SwfError, read_swf
 
 USER_ERRORS: tuple[type[Exception], ...] = (
+    TrainerRefused,
     SwfError,
     WorkloadError,
     PlatformError,
@@ -272,7 +274,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             def progress(done: int) -> None:
                 bar.update(done - bar.n)
 
-            with trainer_for(args, config, Path(args.output)) as trainer:
+            with trainer_for(args, config, Path(args.output), folder.identity.as_dict()) as trainer:
                 result = run_replay(
                     workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
                 )
@@ -284,7 +286,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def trainer_for(args: argparse.Namespace, config, out_dir: Path):
+def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | None = None):
     """The trainer a classified run uses: ``--trainer inprocess``, ``process`` (a side trainer
     process started and stopped here, models in OUT/models), or the endpoint of a running one."""
     choice = getattr(args, "trainer", "inprocess")
@@ -311,7 +313,7 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path):
     else:
         endpoint = choice
     trainer = RemoteTrainer(
-        endpoint, store, params, deadline=args.trainer_deadline, process=process
+        endpoint, store, params, deadline=args.trainer_deadline, process=process, run=run
     )
     try:
         if process is not None:
@@ -425,7 +427,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     config = _config(args)
     folder = claim(args.output, RunIdentity("serve", config.as_dict(), workload), force=args.force)
     timeout = None if args.timeout <= 0 else args.timeout
-    with folder.running(), trainer_for(args, config, Path(args.output)) as trainer:
+    with (
+        folder.running(),
+        trainer_for(args, config, Path(args.output), folder.identity.as_dict()) as trainer,
+    ):
         scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
         run = ServedRun(scheduler, config.as_dict(), run_id=folder.run_id)
         count = serve_and_record(

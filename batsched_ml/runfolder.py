@@ -238,9 +238,7 @@ class RunFolder:
     def run_id(self) -> str:
         return self.identity.run_id
 
-    def _record(
-        self, status: str, reason: str | None, files: dict[str, Any] | None = None
-    ) -> None:
+    def _record(self, status: str, reason: str | None, files: dict[str, Any] | None = None) -> None:
         record = {
             **self.identity.as_dict(),
             "status": status,

@@ -169,3 +169,19 @@ def test_a_campaign_resumes_only_complete_runs_of_this_code_and_says_why_it_rera
     small_trace(tmp_path / "traces", 299)
     done, reason = same_run(folder, run_identity(spec, traces))
     assert (done, reason) == (False, "another run's settings or workload")
+
+
+def test_serve_refuses_a_folder_holding_another_runs_trainer_history(
+    tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "served"
+    out.mkdir()
+    (out / "trainer.sqlite").write_bytes(b"SQLite format 3\0")
+    args = ["serve", "--socket", "tcp://127.0.0.1:1", "-o", str(out), "--timeout", "1"]
+    assert main(args) == 2
+    line = one_error_line(capsys)
+    assert line == (
+        f"batsched-ml: error: {out} holds files of something else (trainer.sqlite); choose an "
+        "empty or new folder, or --force to replace it"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["trainer.sqlite"]

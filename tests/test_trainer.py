@@ -455,3 +455,67 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
     assert len(jobs) == len(kth_workload["jobs"])
     assert sorted(jobs["job_id"].astype(str)) == sorted(str(j["id"]) for j in kth_workload["jobs"])
     assert (jobs["final_state"] == "COMPLETED_SUCCESSFULLY").all()
+
+
+# --- the run a history belongs to --------------------------------------------------------
+
+RUN_A = {
+    "run_id": "aaaaaaaaaaaaaaaa",
+    "workload": {"name": "a.swf", "sha256": "1"},
+    "config": {"policy": "fcfs", "variant": "classification-idempotent"},
+}
+RUN_B = {
+    "run_id": "bbbbbbbbbbbbbbbb",
+    "workload": {"name": "b.swf", "sha256": "2"},
+    "config": {"policy": "spf", "variant": "classification"},
+}
+
+
+def test_a_history_belongs_to_the_run_that_first_greeted_it(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    assert ask(svc, "hello", params=PARAMS.as_dict(), run=RUN_A)["type"] == "hello"
+    ask(svc, "train", week=1, history=200, first_seq=0, finished=rows(200))
+    refused = ask(svc, "hello", params=PARAMS.as_dict(), run=RUN_B)
+    assert refused["type"] == "refused"
+    assert refused["error"] == (
+        "the trainer's history (200 jobs) belongs to run aaaaaaaaaaaaaaaa (workload a.swf, "
+        "fcfs classification-idempotent), not to run bbbbbbbbbbbbbbbb"
+    )
+    svc.history.close()
+    # the owner is kept in the database: a restarted trainer still refuses B, takes A back
+    again = service(tmp_path)
+    assert again.history.run == RUN_A
+    assert ask(again, "hello", params=PARAMS.as_dict(), run=RUN_B)["type"] == "refused"
+    assert ask(again, "hello", params=PARAMS.as_dict(), run=RUN_A)["history"] == 200
+
+
+def test_a_history_of_an_unidentified_run_is_refused(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    ask(svc, "train", week=1, history=150, first_seq=0, finished=rows(150))
+    reply = ask(svc, "hello", params=PARAMS.as_dict(), run=RUN_A)
+    assert reply["type"] == "refused" and "150 jobs of an unidentified run" in reply["error"]
+
+
+def test_the_scheduler_stops_on_a_refusal_instead_of_going_on_without_models(
+    tmp_path: Path,
+) -> None:
+    from batsched_ml.trainer.client import TrainerRefused
+    from batsched_ml.trainer.server import run_trainer
+
+    endpoint = free_tcp_endpoint()
+    History(tmp_path / "h.sqlite").adopt(RUN_A)
+    thread = threading.Thread(
+        target=run_trainer,
+        args=(endpoint, tmp_path / "models", tmp_path / "h.sqlite", PARAMS),
+        kwargs={"idle_timeout": 20},
+        daemon=True,
+    )
+    thread.start()
+    client = RemoteTrainer(endpoint, tmp_path / "models", PARAMS, deadline=10, run=RUN_B)
+    try:
+        with pytest.raises(TrainerRefused, match="belongs to run aaaaaaaaaaaaaaaa"):
+            client.model_for(1)
+        assert client.events == []  # not weathered as a trainer fault
+    finally:
+        client.close(stop=True)
+        thread.join(10)

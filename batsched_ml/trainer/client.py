@@ -31,6 +31,11 @@ class TrainerUnavailable(RuntimeError):
     pass
 
 
+class TrainerRefused(RuntimeError):
+    """The trainer's history belongs to another run: the run cannot go on with it (unlike a
+    missing trainer, this is not weathered with the last good model)."""
+
+
 def stop_trainer(endpoint: str, timeout: float = 5.0) -> bool:
     """Ask the trainer at ``endpoint`` to stop (a ``stop`` request on a fresh connection, no
     greeting needed); whether it said goodbye within ``timeout`` seconds. A dedicated trainer
@@ -60,8 +65,10 @@ class RemoteTrainer:
         *,
         deadline: float = 300.0,
         process: TrainerProcess | None = None,
+        run: dict[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.run = run  # the run identity sent with ``hello`` (batsched_ml.runfolder)
         self.process = process
         self.store = ModelStore(store_dir)
         self.params = params
@@ -145,6 +152,10 @@ class RemoteTrainer:
         reply["_payload"] = parts[1] if len(parts) > 1 else None
         if reply["type"] == "error":
             raise SchemaError(f"the trainer refused a message: {reply.get('error')}")
+        if reply["type"] == "refused":
+            raise TrainerRefused(
+                f"the trainer at {self.endpoint} refused this run: {reply.get('error')}"
+            )
         return reply
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -153,9 +164,10 @@ class RemoteTrainer:
         self._greet(timeout)
 
     def _greet(self, timeout: float | None = None) -> None:
-        reply = self._request(
-            encode("hello", params=self.params.as_dict()), timeout or self.deadline
-        )
+        fields: dict[str, Any] = {"params": self.params.as_dict()}
+        if self.run is not None:
+            fields["run"] = self.run
+        reply = self._request(encode("hello", **fields), timeout or self.deadline)
         theirs = reply.get("params")
         if theirs != self.params.as_dict():
             raise SchemaError(f"the trainer's forest set-up {theirs} differs from ours")

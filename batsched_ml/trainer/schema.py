@@ -7,7 +7,9 @@ and does nothing else. The scheduler holds a REQ socket, the trainer a REP socke
 request     fields                                               reply
 ==========  ===================================================  ================================
 ``hello``   ``params`` (the forest set-up the scheduler expects)  ``hello``: ``history`` (jobs
-                                                                 stored), ``params``
+            and optionally ``run`` (its identity: ``run_id``,     stored), ``params``; or
+            ``workload``, ``config``; the first run to greet      ``refused``: ``error`` (the
+            an empty history owns it)                            history is another run's)
 ``train``   ``week``; ``history`` N: train on the first N        ``model``: ``entry`` (manifest
             finished jobs; ``first_seq`` and ``finished``:       entry, ``file`` null when no
             the jobs from ``first_seq`` on, each                 forest), ``history``; or
@@ -33,7 +35,7 @@ import numpy as np
 
 SCHEMA_VERSION = 1
 REQUESTS = ("hello", "train", "stop")
-REPLIES = ("hello", "model", "missing", "expired", "bye", "error")
+REPLIES = ("hello", "model", "missing", "expired", "bye", "error", "refused")
 
 
 class SchemaError(ValueError):

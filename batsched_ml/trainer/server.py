@@ -10,6 +10,7 @@ hence the same schedule, whichever trainer it uses. Each model goes to the :clas
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
@@ -41,7 +42,12 @@ class History:
             "seq INTEGER PRIMARY KEY, week INTEGER NOT NULL, runtime REAL NOT NULL, "
             "features BLOB NOT NULL)"
         )
+        # the run the history belongs to (run id, workload sha256, configuration: see
+        # batsched_ml.runfolder): a trainer never feeds one run's jobs to another
+        self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
         self.db.commit()
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'run'").fetchone()
+        self.run: dict[str, Any] | None = json.loads(row[0]) if row else None
         rows = self.db.execute(
             "SELECT week, runtime, features FROM finished ORDER BY seq"
         ).fetchall()
@@ -55,6 +61,32 @@ class History:
             self.week[i] = week
         self.size = len(rows)
         self._unsaved: list[tuple[int, int, float, bytes]] = []
+
+    def adopt(self, run: dict[str, Any]) -> str | None:
+        """Tie the history to ``run`` (the first run to greet an empty history owns it);
+        return why not when it holds another run's jobs."""
+        if self.run is None:
+            if self.size:
+                return (
+                    f"the trainer's history holds {self.size} jobs of an unidentified run "
+                    "(made before runs had an identity)"
+                )
+            self.run = dict(run)
+            with self.db:
+                self.db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('run', ?)",
+                    (json.dumps(self.run, sort_keys=True),),
+                )
+            return None
+        if self.run.get("run_id") != run.get("run_id"):
+            workload = (self.run.get("workload") or {}).get("name")
+            return (
+                f"the trainer's history ({self.size} jobs) belongs to run "
+                f"{self.run.get('run_id')} (workload {workload}, "
+                f"{(self.run.get('config') or {}).get('policy')} "
+                f"{(self.run.get('config') or {}).get('variant')}), not to run {run.get('run_id')}"
+            )
+        return None
 
     def persist(self) -> None:
         if self._unsaved:
@@ -138,6 +170,14 @@ class TrainerService:
             return encode("error", error=str(exc)), False
         kind = message["type"]
         if kind == "hello":
+            run = message.get("run")
+            if run is not None:
+                if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
+                    return encode("error", error="hello: field 'run' must name a run_id"), False
+                refusal = self.history.adopt(run)
+                if refusal is not None:
+                    log.error("refused run %s: %s", run["run_id"], refusal)
+                    return encode("refused", error=refusal), False
             return encode("hello", history=self.history.size, params=self.params.as_dict()), False
         if kind == "stop":
             return encode("bye"), True
