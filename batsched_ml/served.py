@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from batsched_ml.protocol.events import (
     Notify,
     RegisterJob,
     RejectJob,
+    SimulationBegins,
 )
 
 DECISION_COLUMNS = ("time", "type", "job_id", "detail")
@@ -57,16 +59,60 @@ class ServedRun:
         self.config = config or {}
         self.run_id = run_id
         self.decisions: list[tuple[float, str, str, str]] = []
+        self.calendar: str | None = None  # where a calendar found at SIMULATION_BEGINS came from
+        self.warnings: list[str] = []
         self.messages = 0
         self.last_now: float | None = None
 
     def handle(self, message: Message) -> Message:
         self.messages += 1
         self.last_now = message.now
+        if self.messages == 1:
+            for event in message.events:
+                if isinstance(event, SimulationBegins):
+                    self._find_calendar(event)
         reply = self.scheduler.handle(message)
         for event in reply.events:
             self.decisions.append((event.timestamp, *_describe(event)))
         return reply
+
+    def _find_calendar(self, begins: SimulationBegins) -> None:
+        """A scheduler that reads the time of day and was given no calendar (``--calendar``)
+        takes it from the workload file Batsim names in SIMULATION_BEGINS (or from
+        ``--sched-cfg``, which the scheduler reads itself); failing both, it says so loudly
+        and ``serve.json`` records that days and hours count from time 0."""
+        if not getattr(self.scheduler, "needs_calendar", False):
+            return
+        try:
+            config = json.loads(begins.config.get("sched-config") or "{}")
+        except ValueError:
+            config = {}
+        if isinstance(config, dict) and config.get("unix_start_time") is not None:
+            self.calendar = "--sched-cfg"
+            return
+        from batsched_ml.workload.io import WorkloadError, load_workload
+
+        for path in begins.workloads.values():
+            try:
+                workload = load_workload(path)
+            except (OSError, WorkloadError):
+                continue
+            if workload.get("unix_start_time") is not None:
+                self.scheduler.set_calendar(
+                    {
+                        key: workload.get(key)
+                        for key in ("unix_start_time", "time_zone_string", "time_zone")
+                    }
+                )
+                self.calendar = path
+                return
+        paths = ", ".join(begins.workloads.values()) or "none"
+        self.warnings.append(
+            "no calendar: no --calendar, none in --sched-cfg, and no unix_start_time in "
+            f"Batsim's workload file(s) ({paths}) readable here; days and hours of the "
+            "features count from time 0 as if it were a Monday 00:00"
+        )
+        print(f"batsched-ml: warning: {self.warnings[-1]}", file=sys.stderr, flush=True)
 
     def status(self, reason: str | None) -> dict[str, Any]:
         scheduler = self.scheduler
@@ -82,6 +128,10 @@ class ServedRun:
             "waiting": sorted(scheduler.waiting),
             "running": sorted(scheduler.running),
         }
+        if self.calendar is not None:
+            out["calendar_from"] = self.calendar
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         events = getattr(getattr(scheduler, "trainer", None), "events", None)
         if events is not None:
             out["trainer_events"] = events

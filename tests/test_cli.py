@@ -42,18 +42,24 @@ def test_replay_prints_a_summary_and_writes_outputs(kth_workload, tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    "options",
+    ("options", "with_calendar"),
     [
-        ["--policy", "saf"],
+        (["--policy", "saf"], False),
         # the related work over ZeroMQ as in process: SU reads the calendar of the workload
-        ["--dispatcher", "cph", "--predictor", "su", "--correction", "power"],
+        (["--dispatcher", "cph", "--predictor", "su", "--correction", "power"], True),
+        # without --calendar, SU and the classifier take it from the workload Batsim names
+        (["--predictor", "su"], False),
+        (["--variant", "classification-idempotent", "--trees", "4"], False),
     ],
 )
 def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
-    kth_workload, tmp_path: Path, options: list[str]
+    kth_workload, tmp_path: Path, options: list[str], with_calendar: bool
 ) -> None:
-    workload = write_slice(kth_workload, tmp_path / "w.json")
-    calendar = ["--calendar", str(workload)] if "su" in options else []
+    workload = write_slice(kth_workload, tmp_path / "w.json", 1500)
+    calendar = ["--calendar", str(workload)] if with_calendar else []
+    dynamic = (
+        ["--enable-dynamic-jobs", "--acknowledge-dynamic-jobs"] if "--variant" in options else []
+    )
     platform = ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml"
     port = free_port()
     server = subprocess.Popen(
@@ -88,6 +94,7 @@ def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
                 f"tcp://127.0.0.1:{port}",
                 "--timeout",
                 "30",
+                *dynamic,
             ],
             capture_output=True,
             text=True,
@@ -103,6 +110,39 @@ def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
     assert (tmp_path / "out_jobs.csv").read_bytes() == (
         tmp_path / "inproc" / "jobs.csv"
     ).read_bytes()
+    served = json.loads((tmp_path / "served" / "serve.json").read_text())
+    needs = "su" in options or "--variant" in options
+    expected = str(workload.resolve()) if needs and not with_calendar else None
+    assert served.get("calendar_from") == expected
+    assert "warnings" not in served
+
+
+def test_serve_warns_loudly_without_any_calendar(tmp_path: Path, capsys) -> None:
+    from batsched_ml.predict.forest import ForestParams
+    from batsched_ml.protocol.events import Message, SimulationBegins
+    from batsched_ml.replay import ReplayConfig, make_scheduler
+    from batsched_ml.served import ServedRun
+
+    config = ReplayConfig(variant="classification", forest=ForestParams(n_estimators=2))
+    run = ServedRun(make_scheduler(config))
+    begins = SimulationBegins(
+        timestamp=0.0,
+        nb_resources=4,
+        nb_compute_resources=4,
+        nb_storage_resources=0,
+        allow_compute_sharing=False,
+        allow_storage_sharing=True,
+        config={"dynamic-jobs-enabled": True, "dynamic-jobs-acknowledged": True},
+        compute_resources=[],
+        storage_resources=[],
+        workloads={"w0": str(tmp_path / "gone.json")},
+        profiles={"w0": {}},
+    )
+    run.handle(Message(0.0, [begins]))
+    err = capsys.readouterr().err
+    assert err.startswith("batsched-ml: warning: no calendar: no --calendar, none in --sched-cfg")
+    assert str(tmp_path / "gone.json") in err
+    assert run.status(None)["warnings"] == [err.strip().removeprefix("batsched-ml: warning: ")]
 
 
 def test_serve_gives_up_on_a_silent_peer(tmp_path: Path) -> None:

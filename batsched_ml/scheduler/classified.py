@@ -180,6 +180,18 @@ class ClassifyingScheduler(EasyScheduler):
             return True
         return super().on_event(event, now)
 
+    @property
+    def needs_calendar(self) -> bool:
+        return self.tracker.origin is None
+
+    def set_calendar(self, calendar: dict[str, Any]) -> None:
+        self.tracker = FeatureTracker(
+            unix_start_time=calendar.get("unix_start_time"),
+            time_zone_string=calendar.get("time_zone_string"),
+            time_zone=calendar.get("time_zone"),
+            mode=self.tracker.mode,
+        )
+
     def on_begins(self, event: SimulationBegins) -> None:
         super().on_begins(event)
         if self.tracker.origin is None:  # calendar given as JSON in batsim --sched-cfg?

@@ -235,6 +235,20 @@ class EasyScheduler:
             self.ended = True
         return False
 
+    @property
+    def needs_calendar(self) -> bool:
+        """Whether a part of this scheduler reads the time of day and has no calendar yet
+        (Batsim does not forward the workload's ``unix_start_time``; see :meth:`set_calendar`)."""
+        inner = getattr(self.estimator, "inner", self.estimator)
+        return bool(getattr(inner, "needs_calendar", False))
+
+    def set_calendar(self, calendar: dict[str, Any]) -> None:
+        """Give the parts that read the time of day the workload's calendar (its
+        ``unix_start_time``, ``time_zone_string``, ``time_zone``), before the first job."""
+        inner = getattr(self.estimator, "inner", self.estimator)
+        if hasattr(inner, "set_calendar"):
+            inner.set_calendar(calendar)
+
     def on_begins(self, event: SimulationBegins) -> None:
         self.nb_machines = event.nb_compute_resources
         self.free = full_mask(self.nb_machines)

@@ -103,9 +103,7 @@ class SUPrediction:
         self.history = history
         self.random_state = random_state
         self.no_walltime_estimate = no_walltime_estimate
-        calendar = calendar or {}
-        self.origin = calendar.get("unix_start_time")
-        self.zone = zone_of(calendar.get("time_zone_string"), calendar.get("time_zone"))
+        self.set_calendar(calendar or {})
         self.users: dict[Any, _User] = {}
         self.recent: deque[tuple[float, float, float, float]] = deque(maxlen=history)
         self.clustered_until = 0.0
@@ -135,6 +133,14 @@ class SUPrediction:
         return (float(job.res), math.sin(angle), math.cos(angle))
 
     # --- learning --------------------------------------------------------------------------
+
+    @property
+    def needs_calendar(self) -> bool:
+        return self.origin is None
+
+    def set_calendar(self, calendar: dict[str, Any]) -> None:
+        self.origin = calendar.get("unix_start_time")
+        self.zone = zone_of(calendar.get("time_zone_string"), calendar.get("time_zone"))
 
     def observe(self, job: Job, runtime: float) -> None:
         user = self.users.get(job.field("user"))
