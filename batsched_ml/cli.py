@@ -193,6 +193,12 @@ def _add_trainer_options(parser: argparse.ArgumentParser) -> None:
         "a trainer already running at ENDPOINT (batsched-ml trainer). Same results either way.",
     )
     parser.add_argument(
+        "--trainer-store",
+        metavar="DIR",
+        help="where the trainer at --trainer ENDPOINT publishes its models (its --store; "
+        "default: OUT/models)",
+    )
+    parser.add_argument(
         "--trainer-deadline",
         type=float,
         default=300.0,
@@ -302,7 +308,7 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
     from batsched_ml.trainer.client import RemoteTrainer
     from batsched_ml.trainer.process import TrainerProcess
 
-    store = out_dir / "models"
+    store = Path(getattr(args, "trainer_store", None) or out_dir / "models")
     params = config.forest
     if config.variant == "class-clairvoyant":  # the true class needs no model
         params = dataclasses.replace(params, n_estimators=0)
@@ -405,6 +411,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         args.output,
         wait=args.wait,
         status_dir=args.status_dir,
+        config=_config(args).as_dict(),
+        force=args.force,
     )
     print(summary_table(summary))
     print(f"wrote {Path(args.output) / 'jobs.csv'}, summary.json and report.md")
@@ -689,15 +697,21 @@ def build_parser() -> argparse.ArgumentParser:
         "collect",
         help="check a served run and write its job table, summary and report",
         description="Wait for the scheduler's serve.json and Batsim's _jobs.csv, check the run "
-        "is whole (status complete, every workload job finished exactly once), and write "
-        "OUT/jobs.csv, OUT/summary.json and OUT/report.md, as a replay does.",
+        "is the one these settings and this workload make (the run id of the scheduler's "
+        "run.json: pass the options given to serve) and whole (status complete, every workload "
+        "job finished exactly once), and write OUT/jobs.csv, OUT/summary.json and "
+        "OUT/report.md, as a replay does.",
     )
     collect.add_argument("--batsim-jobs", required=True, metavar="CSV", help="Batsim's _jobs.csv")
     collect.add_argument("--workload", required=True, help="the workload Batsim ran (JSON or SWF)")
     collect.add_argument(
         "--scheduler", required=True, metavar="DIR", help="the output folder of `serve`"
     )
-    collect.add_argument("-o", "--output", default="out", metavar="DIR")
+    collect.add_argument(
+        "-o", "--output", required=True, metavar="DIR", help="the collected run's folder"
+    )
+    _add_force_option(collect)
+    _add_scheduler_options(collect)
     collect.add_argument(
         "--wait",
         type=float,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from batsched_ml.metrics import logical_jobs, read_jobs_csv, summarize
+from batsched_ml.runfolder import COMPLETE, RUNNING, RunIdentity, claim, read_run, workload_record
 from batsched_ml.served import PREDICTED
 from batsched_ml.workload.io import load_workload
 
@@ -73,17 +74,31 @@ def collect(
     wait: float = 0.0,
     status_dir: str | Path | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    config: dict[str, Any] | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Check the run and write ``OUT/jobs.csv``, ``OUT/summary.json``, ``OUT/report.md`` and
-    copies of the scheduler's tables; return the summary."""
+    copies of the scheduler's tables; return the summary. With ``config`` (the experiment's
+    settings, as given to ``serve``), a scheduler folder holding another run than the one
+    these settings and the workload make is refused, whatever its state: an experiment only
+    ever reports its own run."""
     batsim_jobs = Path(batsim_jobs)
     scheduler_dir = Path(scheduler_dir)
     status_path = scheduler_dir / "serve.json"
     statuses = None if status_dir is None else Path(status_dir)
     wait_for(status_path, wait, "the scheduler's status", sleep, statuses)
+    identity = (
+        None if config is None else RunIdentity("serve", config, workload_record(workload_path))
+    )
+    run = _scheduler_run(scheduler_dir, identity, wait, sleep)
     status = json.loads(status_path.read_text())
     if status.get("status") != "complete":
         raise CollectError(f"the scheduler stopped early: {status.get('reason')}")
+    if run is not None and status.get("run_id") != run["run_id"]:
+        raise CollectError(
+            f"{status_path} belongs to run {status.get('run_id')}, its folder's run.json to "
+            f"run {run['run_id']}"
+        )
     wait_for(batsim_jobs, max(wait, 30.0) if wait else 0.0, "Batsim's job table", sleep, statuses)
     workload = load_workload(workload_path)
     table = read_jobs_csv(batsim_jobs)
@@ -111,8 +126,57 @@ def collect(
     for key in ("classification", "trainer_events"):
         if key in status:
             summary[key] = status[key]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if identity is None and run is not None:
+        identity = RunIdentity(run["command"], run["config"], run["workload"])
+    if identity is None:  # a folder from before run identities: nothing to check against
+        identity = RunIdentity("serve", status.get("config", {}), {})
+    claimed = claim(out_dir, identity, force=force)
+    summary = {"run_id": claimed.run_id, **summary}
+    with claimed.running():
+        _write(summary, status, batsim_jobs, scheduler_dir, Path(out_dir))
+    return summary
+
+
+def _scheduler_run(
+    scheduler_dir: Path,
+    identity: RunIdentity | None,
+    wait: float,
+    sleep: Callable[[float], None],
+) -> dict[str, Any] | None:
+    """The scheduler's run record once it is final (``serve.json`` is written just before
+    run.json says complete); refused when it is another run's or incomplete."""
+    deadline = time.monotonic() + max(wait, 10.0)
+    run = read_run(scheduler_dir)
+    while run is not None and run.get("status") == RUNNING and time.monotonic() < deadline:
+        sleep(0.2)
+        run = read_run(scheduler_dir)
+    if run is None:
+        if identity is not None:
+            raise CollectError(
+                f"{scheduler_dir} has no run.json: not a run this experiment can check"
+            )
+        return None
+    if identity is not None and run.get("run_id") != identity.run_id:
+        config = run.get("config") or {}
+        raise CollectError(
+            f"{scheduler_dir} holds run {run.get('run_id')} ({config.get('policy')} "
+            f"{config.get('variant')} on {(run.get('workload') or {}).get('name')}), not this "
+            f"experiment's run {identity.run_id} ({identity.describe()}): its settings or "
+            "workload differ"
+        )
+    if run.get("status") != COMPLETE:
+        reason = f": {run['reason']}" if run.get("reason") else ""
+        raise CollectError(f"the scheduler's run is {run.get('status')}{reason}")
+    return run
+
+
+def _write(
+    summary: dict[str, Any],
+    status: dict[str, Any],
+    batsim_jobs: Path,
+    scheduler_dir: Path,
+    out: Path,
+) -> None:
     if "predictor" in status and (scheduler_dir / PREDICTED).exists():
         summary["prediction"] = _predictions(batsim_jobs, scheduler_dir, status["predictor"], out)
     shutil.copyfile(batsim_jobs, out / "jobs.csv")
@@ -121,7 +185,6 @@ def collect(
             shutil.copyfile(scheduler_dir / name, out / name)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "report.md").write_text(report_text(summary))
-    return summary
 
 
 def _predictions(batsim_jobs: Path, scheduler_dir: Path, name: str, out: Path) -> dict[str, Any]:

@@ -71,8 +71,8 @@ def port(endpoint: str) -> tuple[str, int]:
 
 def test_the_compose_file_has_the_services_and_our_image_is_built_from_this_repository() -> None:
     found = services()
-    assert list(found) == SERVICES
-    ours = [name for name in SERVICES if name != "batsim"]
+    assert list(found) == ["reset", *SERVICES]
+    ours = ["reset", *(name for name in SERVICES if name != "batsim")]
     for name in ours:
         assert found[name]["image"].startswith("batsched-ml:")
         build = found[name]["build"]
@@ -89,6 +89,11 @@ def test_the_compose_file_has_the_services_and_our_image_is_built_from_this_repo
     assert standin["image"] == found["prepare"]["image"]
     assert standin["entrypoint"] == ["batsched-ml", "batsim"]
     assert standin["command"] == found["batsim"]["command"]  # the same arguments
+    # every `up` starts from an empty /data/out and /data/status, before anything else runs
+    assert found["prepare"]["depends_on"] == {
+        "reset": {"condition": "service_completed_successfully"}
+    }
+    assert found["reset"]["volumes"] == ["data:/data"]
 
 
 def test_every_command_parses_and_the_batsim_arguments_suit_the_stand_in() -> None:
@@ -193,13 +198,12 @@ PLAIN_RUNS = [
 ]
 
 
-@pytest.mark.parametrize(("settings", "jobs", "config", "title"), PLAIN_RUNS)
-def test_the_compose_services_run_as_plain_processes_on_loopback(
-    tmp_path: Path, settings: dict[str, str], jobs: int, config: ReplayConfig, title: str
-) -> None:
-    traces = tmp_path / "traces"
-    env = {"TRACE": slice_of_kth(traces, jobs), "TRACE_DIR": str(traces), **settings}
+def compose_as_processes(tmp_path: Path, env: dict[str, str]) -> str:
+    """Run the compose services as plain processes, in compose's order (reset, prepare,
+    trainer and scheduler together, the Batsim stand-in, experiment), with the container
+    folders under ``tmp_path`` and the ports on loopback; return what experiment printed."""
     found = services(env, standin=True)
+    traces = Path(env["TRACE_DIR"])
     places = {"/data": str(tmp_path / "data"), "/traces": str(traces), "/out": str(tmp_path / "o")}
     ports = {28000: free_port(), 28100: free_port()}
     python = [sys.executable, "-m", "batsched_ml"]
@@ -221,6 +225,10 @@ def test_the_compose_services_run_as_plain_processes_on_loopback(
         assert done.returncode == 0, (name, done.stderr)
         return done
 
+    # reset: a shell line on the container's folders, run here on their local stand-ins
+    shell, flag, line = found["reset"]["entrypoint"]
+    assert (shell, flag) == ("sh", "-c") and found["reset"]["command"] == []
+    subprocess.run([shell, flag, line.replace("/data/", places["/data"] + "/")], check=True)
     background: list[subprocess.Popen] = []
     try:
         run("prepare")
@@ -241,6 +249,16 @@ def test_the_compose_services_run_as_plain_processes_on_loopback(
     finally:
         for process in background:
             process.kill()
+    return shown
+
+
+@pytest.mark.parametrize(("settings", "jobs", "config", "title"), PLAIN_RUNS)
+def test_the_compose_services_run_as_plain_processes_on_loopback(
+    tmp_path: Path, settings: dict[str, str], jobs: int, config: ReplayConfig, title: str
+) -> None:
+    traces = tmp_path / "traces"
+    env = {"TRACE": slice_of_kth(traces, jobs), "TRACE_DIR": str(traces), **settings}
+    shown = compose_as_processes(tmp_path, env)
     out = tmp_path / "o"
     assert re.search(rf"^policy +{re.escape(title)}$", shown, re.M), shown
     statuses = sorted(p.name for p in (tmp_path / "data" / "status").iterdir())
@@ -291,6 +309,47 @@ def test_experiment_fails_at_once_with_the_reason_when_a_service_failed(tmp_path
         "invalid choice: 'nope' (choose from 'fcfs', 'saf', 'spf', 'wfp') "
         "(see: batsched-ml serve --help)"
     )
+
+
+def test_a_second_experiment_reports_its_own_run_never_the_previous_one(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    env = {"TRACE": slice_of_kth(traces, 800), "TRACE_DIR": str(traces), "VARIANT": "base"}
+    first = compose_as_processes(tmp_path, env)
+    assert re.search(r"^policy +fcfs \(base\)$", first, re.M), first
+    # the second `up`, other settings, same volume: reset empties it, the report is the new run's
+    second = compose_as_processes(tmp_path, {**env, "POLICY": "spf"})
+    assert re.search(r"^policy +spf \(base\)$", second, re.M), second
+    out = tmp_path / "o"
+    workload = load_workload(tmp_path / "data" / "input" / "workload.json")
+    write_outputs(run_replay(workload, ReplayConfig(policy="spf")), tmp_path / "replay")
+    assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
+    summary = json.loads((out / "summary.json").read_text())
+    run = json.loads((out / "run.json").read_text())
+    served = json.loads((tmp_path / "data" / "out" / "scheduler" / "run.json").read_text())
+    assert summary["run_id"] == run["run_id"] == served["run_id"]
+    assert summary["config"]["policy"] == "spf" and run["status"] == "complete"
+
+
+def test_experiment_refuses_a_scheduler_folder_holding_another_run(tmp_path: Path) -> None:
+    """Without the reset (a volume kept from an earlier `up`), the experiment of an SPF run
+    finds the FCFS run's files: it names both runs and reports nothing."""
+    traces = tmp_path / "traces"
+    env = {"TRACE": slice_of_kth(traces, 300), "TRACE_DIR": str(traces), "VARIANT": "base"}
+    compose_as_processes(tmp_path, env)
+    found = services({**env, "POLICY": "spf"}, standin=True)
+    places = {"/data": str(tmp_path / "data"), "/traces": str(traces), "/out": str(tmp_path / "o2")}
+    command = localise(found["experiment"]["command"], places, {})
+    done = subprocess.run(
+        [sys.executable, "-m", "batsched_ml", *command], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert line.startswith(
+        f"batsched-ml: error: {tmp_path / 'data' / 'out' / 'scheduler'} holds run "
+    )
+    assert "(fcfs base on workload.json), not this experiment's run" in line
+    assert "serve spf (base) on workload.json" in line
+    assert not (tmp_path / "o2").exists()
 
 
 # --- for real, with a Docker engine ----------------------------------------------------------
