@@ -265,6 +265,11 @@ def report_text(summary: dict[str, Any]) -> str:
     lines = [
         f"# {summary.get('trace')}: {run_title(summary['config'])}",
         "",
+        *(
+            [f"Run `{summary['run_id']}` (its `run.json` says what and which code).", ""]
+            if summary.get("run_id")
+            else []
+        ),
         "```",
         summary_table(summary),
         "```",
