@@ -369,13 +369,20 @@ def compose_command() -> list[str] | None:
 
 @pytest.mark.docker
 def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
+    """Two `up`s with other settings and no `down -v` in between: each reports its own run,
+    byte-identical to the replay with its settings, and `up`'s exit code is the verdict."""
     compose = compose_command()
     if compose is None:
         pytest.skip("no Docker engine (or no compose) here")
     out = tmp_path / "out"
     out.mkdir()
+    out.chmod(0o777)
+    traces = tmp_path / "traces"
+    trace = slice_of_kth(traces, 3000)
     env = {
         **os.environ,
+        "TRACE": trace,
+        "TRACE_DIR": str(traces),
         "OUT_DIR": str(out),
         "HOST_UID": str(os.getuid()),
         "HOST_GID": str(os.getgid()),
@@ -388,39 +395,36 @@ def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
         text=True,
     )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    try:
-        up = subprocess.run(
-            [*compose, *project, "up", "--no-build", "experiment"],
+
+    def up(**settings: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*compose, *project, "up", "--no-build", "--exit-code-from=experiment", "experiment"],
             cwd=ROOT,
-            env=env,
+            env={**env, **settings},
             capture_output=True,
             text=True,
             timeout=1800,
         )
-        print(up.stdout[-3000:])
-        state = subprocess.run(
-            [*compose, *project, "ps", "-a", "-q", "experiment"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-        ).stdout.split()
-        code = subprocess.run(
-            ["docker", "inspect", "-f", "{{.State.ExitCode}}", *state],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        assert code == "0", up.stdout[-3000:] + up.stderr[-3000:]
+
+    workload = load_workload(traces / trace)
+    try:
+        for settings, config in (
+            ({}, ReplayConfig(variant="classification-idempotent")),
+            ({"POLICY": "spf", "VARIANT": "base"}, ReplayConfig(policy="spf")),
+        ):
+            done = up(**settings)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            summary = json.loads((out / "summary.json").read_text())
+            assert summary["config"] == config.as_dict()
+            assert summary["finished"] == summary["jobs"] == len(workload["jobs"])
+            expected = tmp_path / f"replay-{config.policy}-{config.variant}"
+            write_outputs(run_replay(workload, config), expected)
+            assert (out / "jobs.csv").read_bytes() == (expected / "jobs.csv").read_bytes()
+            assert json.loads((out / "run.json").read_text())["run_id"] == summary["run_id"]
+        # the second run's folder holds nothing of the first (a classified run's tables)
+        assert not (out / "classification.csv").exists()
+        failed = up(POLICY="nope")
+        assert failed.returncode == 2, failed.stdout[-3000:]
+        assert "invalid choice: 'nope'" in failed.stdout
     finally:
         subprocess.run([*compose, *project, "down", "-v"], cwd=ROOT, env=env, capture_output=True)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["trace"] == "KTH-SP2-1996-2.1-cln" and summary["jobs"] == 28_467
-    assert summary["finished"] == 28_467 and summary["config"]["policy"] == "fcfs"
-    assert summary["config"]["variant"] == "classification-idempotent"
-    assert summary["trainer_events"] == [] and summary["kills"] > 0
-    # the job table of the compose run is the in-process replay's
-    workload = load_workload(KTH)
-    config = ReplayConfig(variant="classification-idempotent")
-    expected = run_replay(workload, config)
-    write_outputs(expected, tmp_path / "replay")
-    assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
