@@ -100,6 +100,7 @@ def collect(
             f"run {run['run_id']}"
         )
     wait_for(batsim_jobs, max(wait, 30.0) if wait else 0.0, "Batsim's job table", sleep, statuses)
+    batsim_version = _batsim_version(batsim_jobs)
     workload = load_workload(workload_path)
     table = read_jobs_csv(batsim_jobs)
     logical = logical_jobs(table)
@@ -122,6 +123,7 @@ def collect(
         ),
         "rejected_jobs": status.get("rejected", []),
         "scheduler": {k: status[k] for k in ("status", "messages", "decisions") if k in status},
+        "batsim_version": batsim_version,
     }
     for key in ("classification", "trainer_events"):
         if key in status:
@@ -135,6 +137,30 @@ def collect(
     with claimed.running():
         _write(summary, status, batsim_jobs, scheduler_dir, Path(out_dir))
     return summary
+
+
+def _batsim_version(batsim_jobs: Path) -> str | None:
+    """The version Batsim wrote into its ``PREFIX_schedule.csv`` (beside ``PREFIX_jobs.csv``),
+    ``None`` without that file (the stand-in writes none); a Batsim of another major version
+    than 4, whose protocol batsched-ml does not speak, is refused."""
+    name = batsim_jobs.name
+    if not name.endswith("_jobs.csv"):
+        return None
+    path = batsim_jobs.with_name(name.removesuffix("_jobs.csv") + "_schedule.csv")
+    try:
+        with path.open(newline="") as handle:
+            row = next(csv.DictReader(handle), None)
+    except OSError:
+        return None
+    version = (row or {}).get("batsim_version")
+    if version is None:
+        return None
+    if version.split(".")[0] != "4":
+        raise CollectError(
+            f"{path}: Batsim {version} ran this; batsched-ml speaks the Batsim 4 protocol "
+            "(recorded against 4.2.1): use a Batsim 4 image (BATSIM_IMAGE)"
+        )
+    return version
 
 
 def _scheduler_run(
@@ -239,6 +265,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         ("makespan", f"{summary['makespan']:.0f} s"),
         ("utilisation", f"{summary['utilisation']:.1%}"),
     ]
+    if summary.get("batsim_version"):
+        rows.append(("batsim", str(summary["batsim_version"])))
     if summary.get("prediction"):
         quality = summary["prediction"]
         rows.append(

@@ -77,8 +77,8 @@ def test_the_compose_file_has_the_services_and_our_image_is_built_from_this_repo
         assert found[name]["image"].startswith("batsched-ml:")
         build = found[name]["build"]
         assert (ROOT / build["context"] / build["dockerfile"]).is_file()
-    assert found["batsim"]["image"] == "oarteam/batsim:4.2.1"
-    assert services({"BATSIM_TAG": "4.3"})["batsim"]["image"] == "oarteam/batsim:4.3"
+    assert found["batsim"]["image"] == "oarteam/batsim:latest"  # the only tag Batsim publishes
+    assert services({"BATSIM_IMAGE": "me/batsim:4.2.1"})["batsim"]["image"] == "me/batsim:4.2.1"
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     for line in dockerfile.splitlines():
         if line.startswith("COPY "):
@@ -142,7 +142,7 @@ def test_ports_host_names_and_files_agree_between_services() -> None:
 def test_every_setting_of_the_compose_file_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     names = set(VARIABLE.findall(COMPOSE.read_text()))
-    assert {n for n, _ in names} >= {"TRACE", "TRACE_DIR", "POLICY", "VARIANT", "BATSIM_TAG"}
+    assert {n for n, _ in names} >= {"TRACE", "TRACE_DIR", "POLICY", "VARIANT", "BATSIM_IMAGE"}
     for name, _default in names:
         assert f"`{name}`" in readme, name
 
@@ -428,3 +428,26 @@ def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
         assert "invalid choice: 'nope'" in failed.stdout
     finally:
         subprocess.run([*compose, *project, "down", "-v"], cwd=ROOT, env=env, capture_output=True)
+
+
+def test_the_experiment_reads_the_batsim_version_and_refuses_another_protocol(
+    tmp_path: Path,
+) -> None:
+    from batsched_ml.collect import CollectError, _batsim_version
+
+    jobs = tmp_path / "batsim_jobs.csv"
+    assert _batsim_version(jobs) is None  # the stand-in writes no schedule file
+    reference = ROOT.parent / "shared" / "batsim-reference" / "fcfs_small" / "out_schedule.csv"
+    header = "batsim_version,consumed_joules,makespan"
+    if reference.is_file():  # what a real Batsim 4.2.1 wrote
+        header = reference.read_text().splitlines()[0]
+        assert header.startswith("batsim_version,")
+    schedule = tmp_path / "batsim_schedule.csv"
+    fields = len(header.split(",")) - 1
+    schedule.write_text(f"{header}\n4.2.1{',0' * fields}\n")
+    assert _batsim_version(jobs) == "4.2.1"
+    schedule.write_text(f"{header}\n5.0.0{',0' * fields}\n")
+    with pytest.raises(
+        CollectError, match="Batsim 5.0.0 ran this; batsched-ml speaks the Batsim 4"
+    ):
+        _batsim_version(jobs)

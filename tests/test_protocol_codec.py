@@ -142,3 +142,13 @@ def test_defects_raise_one_protocol_error_naming_type_and_field(
 def test_deep_nesting_is_a_protocol_error_not_a_recursion_crash() -> None:
     with pytest.raises(ProtocolError):
         parse_message("[" * 100_000 + "]" * 100_000)
+
+
+def test_a_binary_message_names_the_likely_cause_batsim_5() -> None:
+    from batsched_ml.protocol.codec import ProtocolError, parse_message
+
+    with pytest.raises(ProtocolError, match="is the peer Batsim 5 or later"):
+        parse_message(b"\x10\x00\x00\x00\x0c\x00binary")
+    with pytest.raises(ProtocolError) as plain:
+        parse_message(b'{"now": 0, "events": [')  # JSON cut short: no such hint
+    assert "Batsim 5" not in str(plain.value)

@@ -344,7 +344,14 @@ def parse_message(text: str | bytes) -> Message:
     try:
         obj = json.loads(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ProtocolError("message", "(json)", f"malformed JSON: {exc}") from None
+        hint = ""
+        if isinstance(text, bytes) and text.lstrip()[:1] not in (b"{", b"["):
+            # Batsim 5 and later speak a binary (FlatBuffers) protocol on the same socket
+            hint = (
+                " (not JSON at all: is the peer Batsim 5 or later? batsched-ml speaks the "
+                "Batsim 4 JSON protocol; use a Batsim 4 image, e.g. BATSIM_IMAGE)"
+            )
+        raise ProtocolError("message", "(json)", f"malformed JSON: {exc}{hint}") from None
     return message_from_dict(obj)
 
 
