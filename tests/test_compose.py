@@ -448,6 +448,6 @@ def test_the_experiment_reads_the_batsim_version_and_refuses_another_protocol(
     assert _batsim_version(jobs) == "4.2.1"
     schedule.write_text(f"{header}\n5.0.0{',0' * fields}\n")
     with pytest.raises(
-        CollectError, match="Batsim 5.0.0 ran this; batsched-ml speaks the Batsim 4"
+        CollectError, match=r"Batsim 5\.0\.0 ran this; batsched-ml speaks the Batsim 4"
     ):
         _batsim_version(jobs)
