@@ -331,22 +331,27 @@ def claim(folder: str | Path, identity: RunIdentity, *, force: bool = False) -> 
         run = read_run(path)
         same = run is not None and run.get("run_id") == identity.run_id
         strangers = _strangers(path)
-        if not same and not force:
-            held = (
-                f"another run ({run.get('command')} {run.get('config', {}).get('policy')} "
-                f"({run.get('config', {}).get('variant')}), run id {run.get('run_id')})"
-                if run is not None
-                else f"files of something else ({', '.join(sorted(p.name for p in entries)[:3])}"
-                + (", ..." if len(entries) > 3 else "")
-                + ")"
-            )
-            raise OutputFolderError(
-                f"{path} holds {held}; choose an empty or new folder, or --force to replace it"
-            )
         if strangers:
             raise OutputFolderError(
-                f"{path} holds {', '.join(strangers[:3])}, which no run writes: not replacing "
-                "it; choose an empty or new folder"
+                f"{path} holds {', '.join(strangers[:3])}{', ...' if len(strangers) > 3 else ''}"
+                ", which no run writes: not writing a run there; choose an empty or new folder"
+            )
+        if not same and not force:
+            if run is not None:
+                config = run.get("config") or {}
+                held = (
+                    f"another run ({run.get('command')} {config.get('policy')} "
+                    f"({config.get('variant')}), run id {run.get('run_id')})"
+                )
+            else:
+                names = sorted(p.name for p in entries)
+                held = (
+                    f"an unidentified run's files ({', '.join(names[:3])}"
+                    f"{', ...' if len(names) > 3 else ''}; no run.json: made before runs had an "
+                    "identity?)"
+                )
+            raise OutputFolderError(
+                f"{path} holds {held}; choose an empty or new folder, or --force to replace it"
             )
         _clear(path)
     claimed = RunFolder(path, identity)

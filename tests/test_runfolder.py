@@ -181,7 +181,8 @@ def test_serve_refuses_a_folder_holding_another_runs_trainer_history(
     assert main(args) == 2
     line = one_error_line(capsys)
     assert line == (
-        f"batsched-ml: error: {out} holds files of something else (trainer.sqlite); choose an "
-        "empty or new folder, or --force to replace it"
+        f"batsched-ml: error: {out} holds an unidentified run's files (trainer.sqlite; no "
+        "run.json: made before runs had an identity?); choose an empty or new folder, or --force "
+        "to replace it"
     )
     assert sorted(p.name for p in out.iterdir()) == ["trainer.sqlite"]
