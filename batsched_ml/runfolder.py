@@ -150,7 +150,7 @@ def code_identity() -> dict[str, Any]:
         out["git_commit"], out["git_dirty"] = commit, bool(dirty)
     except (OSError, subprocess.SubprocessError):
         pass  # not a git checkout (an installed wheel): the source digest says it all
-    libraries = {}
+    libraries: dict[str, str | None] = {}
     for name in RESULT_LIBRARIES:
         try:
             libraries[name] = metadata.version(name)
