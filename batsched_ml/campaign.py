@@ -42,6 +42,7 @@ OUTPUT`` reads it. The same file runs on a laptop or, with ``[dask] scheduler``,
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -55,8 +56,9 @@ from typing import Any
 
 import pandas as pd
 
+from batsched_ml.errors import UserError
 from batsched_ml.replay import DISPATCHERS, VARIANTS, planner_kwargs
-from batsched_ml.runfolder import RunIdentity, claim, same_run, workload_record
+from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
 from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS, predictor_kwargs
 from batsched_ml.scheduler.policies import POLICIES
@@ -92,7 +94,7 @@ RESULT_COLUMNS = (
 )
 
 
-class CampaignError(ValueError):
+class CampaignError(UserError, ValueError):
     """A campaign file that cannot be run; the message names the file and the field."""
 
 
@@ -411,26 +413,59 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
     return result_row(spec, folder, "done", time.perf_counter() - started, rerun_reason=reason)
 
 
-def _client(campaign: Campaign):
+def _client(campaign: Campaign, scratch: str):
     from dask.distributed import Client, LocalCluster
 
     if campaign.scheduler:
         return Client(campaign.scheduler), None
     workers = campaign.workers or os.cpu_count() or 1
     cluster = LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        local_directory=scratch,  # Dask's lock files go with the campaign, not into /tmp
     )
     return Client(cluster), cluster
+
+
+def _stop_local_workers(client: Any) -> None:
+    """Kill the local cluster's worker processes at once: a replay does not stop when its task
+    is cancelled, and the nanny would wait 4 s per worker before killing it itself."""
+    import signal
+
+    try:
+        pids = client.run(os.getpid, wait=True)
+    except Exception:  # the cluster is going away already
+        return
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def run_campaign(
     campaign: Campaign, *, progress: Callable[[dict[str, Any], int, int], None] | None = None
 ) -> pd.DataFrame:
-    """Run every replay of ``campaign`` on Dask and write the results table; return it."""
+    """Run every replay of ``campaign`` on Dask and write the results table; return it.
+
+    Interrupted (Ctrl-C, SIGTERM), it stops the local workers at once, marks the runs that
+    were under way ``interrupted`` in their run.json, leaves no lock file, and lets the
+    interruption through (one ``batsched-ml: interrupted`` line, exit 130/143)."""
+    import logging
+    import shutil
+    import tempfile
+
     from dask.distributed import as_completed
 
     campaign.output.mkdir(parents=True, exist_ok=True)
-    client, cluster = _client(campaign)
+    # a worker killed on purpose is not news: Dask's warnings about it, and multiprocessing's
+    # about its semaphores (its tracker process inherits this), stay off the terminal
+    quiet = logging.getLogger("distributed")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::UserWarning:multiprocessing.resource_tracker")
+    scratch = tempfile.mkdtemp(prefix="dask-", dir=campaign.output)
+    client, cluster = _client(campaign, scratch)
     rows: list[dict[str, Any]] = []
     try:
         futures = [
@@ -442,10 +477,22 @@ def run_campaign(
             rows.append(row)
             if progress is not None:
                 progress(row, done, len(futures))
-    finally:
-        client.close()
+    except KeyboardInterrupt:
         if cluster is not None:
-            cluster.close()
+            _stop_local_workers(client)
+        else:
+            client.cancel(futures, force=True)
+        for spec in campaign.runs:
+            mark_interrupted(spec.folder(campaign.output))
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=5)
+        shutil.rmtree(scratch, ignore_errors=True)
+        quiet.setLevel(level)
     table = results_table(rows, campaign.runs)
     write_results(table, campaign.output)
     return table

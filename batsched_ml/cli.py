@@ -18,43 +18,60 @@ from pathlib import Path
 from typing import NoReturn
 
 from batsched_ml import __version__
-from batsched_ml.campaign import CampaignError
-from batsched_ml.collect import CollectError
+from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.protocol.codec import ProtocolError
 from batsched_ml.replay import DISPATCHERS, VARIANTS
-from batsched_ml.scheduler.core import SchedulerError
 from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.scheduler.policies import POLICIES
-from batsched_ml.sim.simulator import SimulationError
-from batsched_ml.trainer.client import TrainerRefused
 from batsched_ml.workload.convert import convert_trace
-from batsched_ml.workload.io import WorkloadError, load_workload, write_converted
-from batsched_ml.workload.platform import PlatformError, compute_host_names
-from batsched_ml.workload.swf import SwfError, read_swf
+from batsched_ml.workload.io import load_workload, write_converted
+from batsched_ml.workload.platform import compute_host_names
+from batsched_ml.workload.swf import read_swf
 
-USER_ERRORS: tuple[type[Exception], ...] = (
-    TrainerRefused,
-    SwfError,
-    WorkloadError,
-    PlatformError,
-    FileNotFoundError,
-    ProtocolError,
-    SimulationError,
-    SchedulerError,
-    CollectError,
-    CampaignError,
-    ValueError,
-    OSError,
-)
+#: What a user can fix, printed as one line with exit 2: the project's own error classes (all
+#: derive from :class:`~batsched_ml.errors.UserError`) and the system's refusals of a path the
+#: user named (missing file, no permission, full disk). Anything else is a bug: traceback,
+#: exit 70 (EX_SOFTWARE), and a line asking to report it.
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError)
+INTERNAL_ERROR = 70
+INTERRUPTED, TERMINATED = 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``docker stop``, ``kill``), raised where the program is, like Ctrl-C's
+    ``KeyboardInterrupt``: the same clean-up runs (run folders marked ``interrupted``, child
+    processes stopped), and the exit code tells the two apart (143, 130)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _stop_signals():
+    """SIGTERM raises :class:`Terminated` while a command runs (only in the main thread: a
+    command run from another thread, e.g. in tests, keeps the process's handlers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "workloads" / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 def _cmd_workload_convert(args: argparse.Namespace) -> int:
-    output_dir(args.output)
     trace = read_swf(args.trace, lenient=args.lenient)
-    workload = convert_trace(trace, machine_size=args.machine_size)
+    workload = convert_trace(trace, machine_size=args.machine_size)  # no jobs: nothing written
+    output_dir(args.output)
     name = args.name or trace.name
     workload_path, platform_path = write_converted(workload, args.output, name)
     for line in workload.report.lines():
@@ -236,7 +253,7 @@ def _key_values(items: list[str], option: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"{option} {item!r}: expected KEY=VALUE")
+            raise ConfigError(f"{option} {item!r}: expected KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
 
@@ -287,6 +304,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         summary = write_outputs(result, args.output, run_id=folder.run_id)
     elapsed = time.perf_counter() - started
     print(_summary_table(summary))
+    if summary.get("skipped_lines"):
+        print(f"skipped {summary['skipped_lines']:,} malformed line(s) of {path.name} (--lenient)")
     print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")
     return 0
 
@@ -808,23 +827,32 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
         return 2, exc.line
     except SystemExit as exc:  # --help, --version
         return (exc.code if isinstance(exc.code, int) else 0), None
+    from batsched_ml.transport import TransportError
+
     try:
-        return int(args.handler(args)), None
+        with _stop_signals():
+            return int(args.handler(args)), None
+    except TransportError as exc:  # a peer that went silent or away: exit 1
+        message = f"batsched-ml: error: {exc}"
+        print(message, file=sys.stderr)
+        return 1, message
     except USER_ERRORS as exc:
         message = f"batsched-ml: error: {exc}"
         print(message, file=sys.stderr)
         return 2, message
-    except Exception as exc:
-        from batsched_ml.transport import TransportError
-
-        if isinstance(exc, TransportError):
-            message = f"batsched-ml: error: {exc}"
-            print(message, file=sys.stderr)
-            return 1, message
-        raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("batsched-ml: interrupted", file=sys.stderr)
-        return 130, "interrupted"
+        return (TERMINATED if isinstance(exc, Terminated) else INTERRUPTED), "interrupted"
+    except Exception as exc:
+        import traceback
+
+        traceback.print_exc()
+        message = (
+            f"batsched-ml: internal error: {type(exc).__name__}: {exc} -- a bug in batsched-ml; "
+            "please report it with the traceback above"
+        )
+        print(message, file=sys.stderr)
+        return INTERNAL_ERROR, message
 
 
 STATUS_FILE_VARIABLE = "BATSCHED_ML_STATUS_FILE"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.errors import UserError
 from batsched_ml.metrics import logical_jobs, read_jobs_csv, summarize
 from batsched_ml.runfolder import COMPLETE, RUNNING, RunIdentity, claim, read_run, workload_record
 from batsched_ml.served import PREDICTED
@@ -27,7 +28,7 @@ from batsched_ml.workload.io import load_workload
 SCHEDULER_TABLES = ("decisions.csv", "classification.csv", "weekly_quality.csv")
 
 
-class CollectError(RuntimeError):
+class CollectError(UserError, RuntimeError):
     """The run cannot be reported; the message says why."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.errors import ConfigError
 from batsched_ml.metrics import (
     classification_quality,
     prediction_quality,
@@ -53,14 +54,12 @@ PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
 def planner_kwargs(dispatcher: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` checked and typed against the planner of ``dispatcher`` (as
     :func:`~batsched_ml.scheduler.estimators.predictor_kwargs` does for predictors), their values
-    too (the planner is built once); ``ValueError`` naming what is wrong."""
+    too (the planner is built once); :class:`ConfigError` naming what is wrong."""
     if dispatcher not in PLANNERS:
-        raise ValueError(
+        raise ConfigError(
             f"the {dispatcher} dispatcher has no parameters (only {', '.join(PLANNERS)} has)"
         )
-    typed = constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
-    PLANNERS[dispatcher](**typed)  # a clear error for a value out of range
-    return typed
+    return constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
 
 
 @dataclass
@@ -81,7 +80,7 @@ class ReplayConfig:
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
-            raise ValueError(
+            raise ConfigError(
                 f"unknown variant {self.variant!r} (choose from {', '.join(VARIANTS)})"
             )
         for option, value, default in (
@@ -89,30 +88,30 @@ class ReplayConfig:
             ("--correction", self.correction, "none"),
         ):
             if value != default and self.variant != "base":
-                raise ValueError(
+                raise ConfigError(
                     f"{option} {value} goes with the base variant only; "
                     f"{self.variant} chooses its own estimates"
                 )
         if self.estimator not in ESTIMATORS:
             known = ", ".join(ESTIMATORS)
-            raise ValueError(f"unknown predictor {self.estimator!r} (choose from {known})")
+            raise ConfigError(f"unknown predictor {self.estimator!r} (choose from {known})")
         if self.predictor_params:
             if self.variant != "base":
-                raise ValueError("--predictor-option goes with the base variant only")
+                raise ConfigError("--predictor-option goes with the base variant only")
             self.predictor_params = predictor_kwargs(self.estimator, self.predictor_params)
         get_correction(self.correction)  # a clear error for an unknown name
         if self.dispatcher not in DISPATCHERS:
             known = ", ".join(DISPATCHERS)
-            raise ValueError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
+            raise ConfigError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
         if self.dispatcher_params:
             self.dispatcher_params = planner_kwargs(self.dispatcher, self.dispatcher_params)
         if self.dispatcher != "easy" and self.policy != "fcfs":
-            raise ValueError(
+            raise ConfigError(
                 f"the {self.dispatcher} dispatcher orders the queue itself (by the predicted "
                 f"runtime); --policy {self.policy} goes with the easy dispatcher"
             )
         if self.dispatcher != "easy" and self.classified:
-            raise ValueError(f"the {self.variant} variant runs on the easy dispatcher")
+            raise ConfigError(f"the {self.variant} variant runs on the easy dispatcher")
 
     @property
     def classified(self) -> bool:
@@ -349,6 +348,9 @@ def write_outputs(
         **summary,
         "rejected_jobs": list(result.scheduler.rejected),
     }
+    skipped = (workload.get("cleaning") or {}).get("skipped_lines")
+    if skipped:  # --lenient: the malformed lines left out of the trace
+        summary["skipped_lines"] = skipped
     scheduler = result.scheduler
     if isinstance(scheduler.estimator, MeasuredPredictor):
         timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from batsched_ml import __version__
+from batsched_ml.errors import UserError
 
 RUN_FILE = "run.json"
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
@@ -68,7 +69,7 @@ RUN_OUTPUTS = frozenset(
 RESULT_LIBRARIES = ("numpy", "scikit-learn", "pandas", "ortools")
 
 
-class OutputFolderError(ValueError):
+class OutputFolderError(UserError, ValueError):
     """An output folder that cannot take this run (a user error: one line, exit 2)."""
 
 
@@ -219,6 +220,16 @@ def same_run(folder: str | Path, identity: RunIdentity) -> tuple[bool, str]:
         if not path.is_file() or path.stat().st_size != info.get("bytes"):
             return False, "files missing or changed"
     return True, ""
+
+
+def mark_interrupted(folder: str | Path, reason: str = "interrupted") -> bool:
+    """Mark a run left ``running`` by a process that was stopped from outside (a campaign's
+    killed worker) as ``interrupted``; whether it did."""
+    run = read_run(folder)
+    if run is None or run.get("status") != RUNNING:
+        return False
+    _write_json(Path(folder) / RUN_FILE, {**run, "status": INTERRUPTED, "reason": reason})
+    return True
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:

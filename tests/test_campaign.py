@@ -132,7 +132,7 @@ def test_option_tables_in_a_campaign_file_are_canonical_and_checked(tmp_path: Pa
         ("dispatcher_options=[{window=8}]\n", "the easy dispatcher has no parameters"),
         (
             "dispatchers=['cph']\ndispatcher_options=[{window=0}]\n",
-            "fits no run: CPH window must be at least 1 job, not 0",
+            "fits no run: dispatcher cph: CPH window must be at least 1 job, not 0",
         ),
         ("predictor_options=[1]\n", "predictor_options must be a non-empty list of tables"),
         ("predictors=['su']\npredictor_options=[{regressor='a/b'}]\n", "holds , = /"),

@@ -14,7 +14,7 @@ import pytest
 import zmq
 
 from batsched_ml.cli import main
-from tests.conftest import ROOT, workload_head
+from tests.conftest import KTH, ROOT, workload_head
 
 CMD = [sys.executable, "-m", "batsched_ml"]
 
@@ -280,7 +280,7 @@ def test_configuration_mistakes_end_with_one_line_and_a_non_zero_exit(
         (["replay", "-o", str(a_file / "out")], "cannot write into the output directory"),
         (["serve", "-o", str(a_file / "out")], "cannot write into the output directory"),
         (["workload", "convert", missing, "-o", str(tmp_path / "c")], f"{missing}: cannot read"),
-        (["workload", "convert", missing, "-o", str(a_file / "c")], "cannot write into"),
+        (["workload", "convert", str(KTH), "-o", str(a_file / "c")], "cannot write into"),
         (
             ["serve", "--calendar", str(tmp_path / "none.json"), "-o", str(tmp_path / "s")],
             "none.json",

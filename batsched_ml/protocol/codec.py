@@ -14,6 +14,7 @@ from typing import Any
 
 from procset import ProcSet
 
+from batsched_ml.errors import UserError
 from batsched_ml.protocol.events import (
     EVENT_TYPES,
     Answer,
@@ -38,7 +39,7 @@ from batsched_ml.protocol.events import (
 )
 
 
-class ProtocolError(ValueError):
+class ProtocolError(UserError, ValueError):
     """An invalid protocol message. ``message_type`` is the event type (or ``"message"`` for the
     envelope) and ``field`` the offending field."""
 

@@ -23,6 +23,7 @@ from operator import attrgetter
 from typing import Any
 
 from batsched_ml.alloc import full_mask, procset_of
+from batsched_ml.errors import UserError
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import (
     Event,
@@ -47,7 +48,7 @@ _key = attrgetter("key")
 DEFAULT_STARVATION_THRESHOLD = 72 * HOUR
 
 
-class SchedulerError(RuntimeError):
+class SchedulerError(UserError, RuntimeError):
     """Batsim told the scheduler something inconsistent with what it knows."""
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from batsched_ml.errors import ConfigError
+
 MARGIN = 60.0
 WEEK = 7 * 86_400.0
 
@@ -56,5 +58,5 @@ def get_correction(name: str) -> Correction | None:
     if name == "none":
         return None
     if name not in CORRECTIONS:
-        raise ValueError(f"unknown correction {name!r} (choose from {', '.join(CORRECTIONS)})")
+        raise ConfigError(f"unknown correction {name!r} (choose from {', '.join(CORRECTIONS)})")
     return Correction(name)

@@ -138,6 +138,9 @@ class ConstraintPlanner:
         solver.parameters.random_seed = self.random_state
         solver.parameters.max_deterministic_time = self.budget
         solver.parameters.max_time_in_seconds = self.wall_limit
+        # no handler of its own: OR-Tools' SIGINT handler swallowed Ctrl-C (or deadlocked);
+        # Python's raises KeyboardInterrupt as soon as this short solve returns
+        solver.parameters.catch_sigint_signal = False
         status = solver.solve(model)
         self.calls += 1
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from batsched_ml.errors import ConfigError
 from batsched_ml.job import Job
 from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.su import SUPrediction
@@ -300,7 +301,7 @@ def predictor_kwargs(name: str, params: dict[str, Any]) -> dict[str, Any]:
         kind = ESTIMATORS[name]
     except KeyError:
         known = ", ".join(ESTIMATORS)
-        raise ValueError(f"unknown predictor {name!r} (choose from {known})") from None
+        raise ConfigError(f"unknown predictor {name!r} (choose from {known})") from None
     return constructor_kwargs(kind, f"predictor {name}", params, exclude=("calendar",))
 
 

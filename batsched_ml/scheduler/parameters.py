@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from batsched_ml.errors import ConfigError
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _KINDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
@@ -35,8 +37,9 @@ def constructor_kwargs(
     """``params`` checked against the constructor of ``kind`` and typed like its defaults.
 
     ``label`` names the thing in errors (``"predictor su"``); parameters in ``exclude`` (or
-    without a default) are not settable this way. Raises ``ValueError`` naming an unknown
-    parameter, with the known ones, or a value that does not convert."""
+    without a default) are not settable this way. Raises :class:`ConfigError` naming an
+    unknown parameter, with the known ones, a value that does not convert, or one the
+    constructor refuses."""
     accepted = {
         key: parameter.default
         for key, parameter in inspect.signature(kind).parameters.items()
@@ -46,11 +49,15 @@ def constructor_kwargs(
     for key, value in params.items():
         if key not in accepted:
             known = ", ".join(accepted) or "none"
-            raise ValueError(f"{label} has no parameter {key!r} (it has: {known})")
+            raise ConfigError(f"{label} has no parameter {key!r} (it has: {known})")
         default = accepted[key]
         try:
             typed[key] = _convert(value, default)
         except (TypeError, ValueError):
             wanted = _KINDS.get("float" if default is None else type(default).__name__, "valid")
-            raise ValueError(f"{label} parameter {key}: {value!r} is not {wanted}") from None
+            raise ConfigError(f"{label} parameter {key}: {value!r} is not {wanted}") from None
+    try:  # a value out of range: the constructor says which (built once here, a throwaway)
+        kind(**typed)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{label}: {exc}") from None
     return typed

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from batsched_ml.errors import ConfigError
+
 
 class Waiting(Protocol):
     subtime: float
@@ -119,4 +121,4 @@ def get_policy(name: str) -> Policy:
         return POLICIES[name.lower()]
     except KeyError:
         known = ", ".join(POLICIES)
-        raise ValueError(f"unknown policy {name!r} (choose from {known})") from None
+        raise ConfigError(f"unknown policy {name!r} (choose from {known})") from None

@@ -39,6 +39,7 @@ from typing import Any
 from procset import ProcSet
 
 from batsched_ml.alloc import mask_of, procset_of
+from batsched_ml.errors import UserError
 from batsched_ml.protocol.events import (
     CallMeLater,
     Event,
@@ -60,7 +61,7 @@ from batsched_ml.protocol.events import (
 from batsched_ml.sim import jobs_csv
 
 
-class SimulationError(RuntimeError):
+class SimulationError(UserError, RuntimeError):
     """The simulation cannot go on (an invalid decision, or a scheduler that left it stuck)."""
 
 

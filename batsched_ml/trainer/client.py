@@ -18,6 +18,7 @@ from typing import Any
 
 import zmq
 
+from batsched_ml.errors import UserError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import WeeklyModel
 from batsched_ml.trainer.process import TrainerProcess
@@ -31,7 +32,7 @@ class TrainerUnavailable(RuntimeError):
     pass
 
 
-class TrainerRefused(RuntimeError):
+class TrainerRefused(UserError, RuntimeError):
     """The trainer's history belongs to another run: the run cannot go on with it (unlike a
     missing trainer, this is not weathered with the last good model)."""
 

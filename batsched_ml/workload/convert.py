@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from batsched_ml.workload.swf import SwfTrace
+from batsched_ml.workload.swf import SwfError, SwfTrace
 
 #: Per-job SWF fields kept in the Batsim job objects (Batsim forwards extra keys untouched).
 KEPT_FIELDS: dict[str, str] = {
@@ -139,9 +139,11 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
             if machine_size is None and trace.header.machine_size
             else ("its largest job")
         )
-        raise ValueError(
-            f"{trace.path}: a machine of {size} processors ({origin}) is beyond "
-            f"{MAX_MACHINE_SIZE:,}; is the trace right?"
+        raise SwfError(
+            trace.path,
+            None,
+            f"a machine of {size} processors ({origin}) is beyond {MAX_MACHINE_SIZE:,}; "
+            "is the trace right?",
         )
 
     run_time = jobs["run_time"].to_numpy()
@@ -179,6 +181,14 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
     report.changed["walltime_raised"] = int(raise_mask.sum())
     walltime[raise_mask] = delays[raise_mask] + 1.0
     report.kept_jobs = len(kept)
+    if not len(kept):  # nothing to simulate: a workload of no jobs is no experiment
+        dropped = sum(report.dropped.values())
+        raise SwfError(
+            trace.path,
+            None,
+            f"no jobs ({report.input_jobs} read, {dropped} dropped by the cleaning rules, "
+            f"{report.skipped_lines} malformed lines skipped)",
+        )
 
     first_submit = float(kept["submit_time"].iloc[0]) if len(kept) else 0.0
     subtimes = kept["submit_time"].to_numpy(dtype=np.float64) - first_submit

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.errors import UserError
 from batsched_ml.workload.convert import BatsimWorkload, convert_trace
 from batsched_ml.workload.platform import write_platform
 from batsched_ml.workload.swf import read_swf
 
 
-class WorkloadError(ValueError):
+class WorkloadError(UserError, ValueError):
     """A workload file we cannot use."""
 
 
@@ -34,6 +35,8 @@ def load_workload(path: str | Path, *, lenient: bool = False) -> dict[str, Any]:
         raise WorkloadError(f"{path}: not valid JSON: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise WorkloadError(f"{path}: not a Batsim workload (no 'jobs' list)")
+    if not data["jobs"]:
+        raise WorkloadError(f"{path}: no jobs")
     if not isinstance(data.get("nb_res"), int) or data["nb_res"] <= 0:
         raise WorkloadError(f"{path}: 'nb_res' must be a positive integer")
     return data

@@ -13,6 +13,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from batsched_ml.errors import UserError
+
 _TEMPLATE = """<?xml version='1.0'?>
 <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
 <platform version="4.1">
@@ -36,7 +38,7 @@ gw_dst="master_hostmaster_router">
 """
 
 
-class PlatformError(ValueError):
+class PlatformError(UserError, ValueError):
     """A platform file we cannot read."""
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from batsched_ml.errors import UserError
+
 #: The 18 SWF fields, in file order, with the names used as DataFrame columns.
 SWF_FIELDS: tuple[str, ...] = (
     "job_number",
@@ -59,7 +61,7 @@ INTEGER_FIELDS: frozenset[str] = frozenset(
 _HEADER_RE = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
 
 
-class SwfError(ValueError):
+class SwfError(UserError, ValueError):
     """A malformed SWF file; the message names the file and, where it applies, the line."""
 
     def __init__(self, path: str, line: int | None, reason: str) -> None:

@@ -1,0 +1,20 @@
+"""The errors a user can fix: the command line prints them as one ``batsched-ml: error:`` line
+(exit 2); anything else escaping a command is a bug in batsched-ml and keeps its traceback.
+
+Each module's own error classes (``SwfError``, ``WorkloadError``, ``ProtocolError``, ...)
+derive from :class:`UserError` as well as from the built-in class they always were, so that
+code catching ``ValueError`` keeps working. A plain ``ValueError`` or ``KeyError`` raised
+deep inside is *not* a user error: it would otherwise be reported as bad input and hidden.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Something in what the user gave (a file, an option, a folder, a peer) is wrong; the
+    message names it."""
+
+
+class ConfigError(UserError, ValueError):
+    """A setting that cannot be used: unknown name, wrong type, value out of range, or two
+    settings that do not go together."""
