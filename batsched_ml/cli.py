@@ -286,9 +286,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     path = Path(args.workload) if args.workload else DEFAULT_TRACE
     config = _config(args)
     identity = RunIdentity("replay", config.as_dict(), workload_record(path, lenient=args.lenient))
+    workload = load_workload(path, lenient=args.lenient)  # bad input: nothing written
     folder = claim(args.output, identity, force=args.force)
     with folder.running():
-        workload = load_workload(path, lenient=args.lenient)
         total = len(workload["jobs"])
         with tqdm(
             total=total, unit="job", desc=f"{path.name} {config.policy}", disable=args.quiet
@@ -340,14 +340,22 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
     trainer = RemoteTrainer(
         endpoint, store, params, deadline=args.trainer_deadline, process=process, run=run
     )
+    interrupted = False
     try:
         if process is not None:
             trainer.wait_ready(60.0)
         yield trainer
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        trainer.close(stop=process is not None or getattr(args, "stop_trainer", False))
-        if process is not None:
-            process.stop()
+        if interrupted and process is not None:  # no polite stop request: it may be training
+            trainer.close()
+            process.kill()
+        else:
+            trainer.close(stop=process is not None or getattr(args, "stop_trainer", False))
+            if process is not None:
+                process.stop()
 
 
 def _summary_table(summary: dict) -> str:

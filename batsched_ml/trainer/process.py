@@ -65,8 +65,12 @@ class TrainerProcess:
     def _spawn(self) -> subprocess.Popen:
         command = trainer_command(self.endpoint, self.store_dir, self.db_path, self.params)
         with (self.store_dir / "trainer.log").open("ab") as log:
+            # its own session: a Ctrl-C at the terminal reaches the run, which stops it
             return subprocess.Popen(
-                [*command, *self.extra_args], stdout=log, stderr=subprocess.STDOUT
+                [*command, *self.extra_args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def exit_code(self) -> int | None:
@@ -76,6 +80,12 @@ class TrainerProcess:
     def restart(self) -> None:
         self.process = self._spawn()
         self.restarts += 1
+
+    def kill(self) -> None:
+        """Stop it now (the run was interrupted: no model it trains will be used)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Wait for it to exit (after a ``stop`` request), killing it after ``timeout``."""

@@ -1,0 +1,218 @@
+"""Every command stops cleanly on SIGINT and SIGTERM (one line, exit 130 / 143, children gone,
+the run folder marked ``interrupted``), and bad input or a bug each end as they should: one line
+for what the user can fix, a traceback and exit 70 for a bug."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from batsched_ml.cli import main
+from tests.conftest import KTH
+
+CMD = [sys.executable, "-m", "batsched_ml"]
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def wait_until(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def running(folder: Path) -> bool:
+    try:
+        return json.loads((folder / "run.json").read_text())["status"] == "running"
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line holds ``text`` (children that must be gone)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline and int(entry.name) != os.getpid():
+                found.append(int(entry.name))
+    return found
+
+
+def stop(process: subprocess.Popen, sig: int) -> tuple[str, float]:
+    process.send_signal(sig)
+    started = time.monotonic()
+    _, err = process.communicate(timeout=30)
+    return err, time.monotonic() - started
+
+
+def assert_interrupted(process: subprocess.Popen, sig: int, err: str, seconds: float) -> None:
+    assert process.returncode == EXIT[sig], err
+    assert err.strip() == "batsched-ml: interrupted", err
+    assert seconds < 2.0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_classified_replay_with_its_trainer_process_stops(tmp_path: Path, sig: int) -> None:
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [
+            *CMD,
+            *("replay", "-q", "-o", str(out), "--variant", "classification-idempotent"),
+            *("--trainer", "process", "--trees", "8"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(lambda: processes_mentioning(f"--store {out}/models"))  # the trainer is up
+    wait_until(lambda: running(out))
+    err, seconds = stop(process, sig)
+    assert_interrupted(process, sig, err, seconds)
+    record = json.loads((out / "run.json").read_text())
+    assert (record["status"], record["reason"]) == ("interrupted", "interrupted")
+    wait_until(lambda: not processes_mentioning(f"--store {out}/models"), timeout=5)
+
+
+def test_a_cph_replay_stops_on_ctrl_c(tmp_path: Path) -> None:
+    """OR-Tools' own SIGINT handler used to swallow Ctrl-C for the whole replay."""
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [*CMD, "replay", "-q", "-o", str(out), "--dispatcher", "cph"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(lambda: running(out))
+    time.sleep(2.0)  # into the replay, where the planner solves at each decision
+    err, seconds = stop(process, signal.SIGINT)
+    assert_interrupted(process, signal.SIGINT, err, seconds)
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_and_writes_a_partial_status(tmp_path: Path, sig: int) -> None:
+    out = tmp_path / "served"
+    process = subprocess.Popen(
+        [*CMD, "serve", "--socket", "tcp://127.0.0.1:0", "-o", str(out), "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("listening on tcp://127.0.0.1:")
+    err, seconds = stop(process, sig)
+    assert_interrupted(process, sig, err, seconds)
+    served = json.loads((out / "serve.json").read_text())
+    assert (served["status"], served["reason"]) == ("partial", "interrupted")
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+
+
+def test_a_campaign_stops_its_workers_at_once_and_marks_its_runs(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f"""
+[campaign]
+output = "runs"
+trace_dir = "{KTH.parent}"
+traces = ["{KTH.name.removesuffix(".swf.gz")}"]
+policies = ["fcfs", "spf"]
+variants = ["classification-idempotent"]
+
+[dask]
+workers = 2
+"""
+    )
+    runs = tmp_path / "runs" / KTH.name.removesuffix(".swf.gz")
+    folders = [runs / "fcfs-classification-idempotent", runs / "spf-classification-idempotent"]
+    process = subprocess.Popen(
+        [*CMD, "campaign", str(config), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(lambda: all(running(folder) for folder in folders))
+    err, seconds = stop(process, signal.SIGINT)
+    # no Dask warnings, no CancelledError, no leaked-semaphore warnings: one line
+    assert_interrupted(process, signal.SIGINT, err, seconds)
+    for folder in folders:
+        assert json.loads((folder / "run.json").read_text())["status"] == "interrupted"
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [runs.name]  # no scratch
+    wait_until(lambda: not processes_mentioning("distributed"), timeout=5)
+
+
+# --- bad input and bugs ------------------------------------------------------------------
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+def test_a_trace_without_jobs_ends_with_one_line_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "empty.swf"
+    empty.write_text("; Version: 2.2\n; MaxProcs: 100\n")
+    expected = (
+        f"batsched-ml: error: {empty}: no jobs (0 read, 0 dropped by the cleaning rules, 0 "
+        "malformed lines skipped)"
+    )
+    assert main(["replay", str(empty), "-o", str(tmp_path / "r")]) == 2
+    assert one_line(capsys) == expected
+    assert not (tmp_path / "r").exists()
+    assert main(["workload", "convert", str(empty), "-o", str(tmp_path / "c")]) == 2
+    assert one_line(capsys) == expected
+    assert not (tmp_path / "c").exists()  # no 1-host platform for a workload of nothing
+    empty_json = tmp_path / "w.json"
+    empty_json.write_text('{"nb_res": 4, "jobs": [], "profiles": {}}')
+    assert main(["replay", str(empty_json), "-o", str(tmp_path / "r")]) == 2
+    assert one_line(capsys) == f"batsched-ml: error: {empty_json}: no jobs"
+
+
+def test_lenient_says_how_many_lines_it_skipped(tmp_path: Path, capsys) -> None:
+    with gzip.open(KTH, "rt") as source:
+        lines = source.readlines()
+    header = [line for line in lines if line.startswith(";")]
+    body = [line for line in lines if not line.startswith(";")][:300]
+    trace = tmp_path / "t.swf"
+    trace.write_text("".join([*header, *body[:100], "garbage\n", *body[100:], "1 2 3\n"]))
+    assert main(["replay", str(trace), "-o", str(tmp_path / "strict"), "-q"]) == 2
+    assert one_line(capsys).startswith(f"batsched-ml: error: {trace}:")
+    assert main(["replay", str(trace), "-o", str(tmp_path / "r"), "-q", "--lenient"]) == 0
+    assert "skipped 2 malformed line(s) of t.swf (--lenient)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["skipped_lines"] == 2
+
+
+def test_a_bug_shows_its_traceback_and_exit_70(tmp_path: Path, capsys, monkeypatch) -> None:
+    import batsched_ml.cli as cli
+
+    def broken(args) -> int:
+        return {}["missing key"]  # an internal error, not the user's
+
+    monkeypatch.setattr(cli, "_cmd_replay", broken)
+    assert main(["replay", "-o", str(tmp_path / "r")]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "KeyError: 'missing key'" in err
+    assert err.strip().splitlines()[-1] == (
+        "batsched-ml: internal error: KeyError: 'missing key' -- a bug in batsched-ml; please "
+        "report it with the traceback above"
+    )
+
+
+def test_a_setting_out_of_range_is_the_users_error(tmp_path: Path, capsys) -> None:
+    args = ["replay", "-o", str(tmp_path / "r"), "--predictor", "su"]
+    assert main([*args, "--predictor-option", "alpha=-1"]) == 2
+    assert one_line(capsys) == (
+        "batsched-ml: error: predictor su: SU alpha must be positive, not -1.0"
+    )
