@@ -391,7 +391,9 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
 
         table = run_campaign(campaign, progress=progress)
     counts = table["status"].value_counts().to_dict()
-    reasons = table.loc[table["rerun_reason"].fillna("") != "", "rerun_reason"]
+    reasons = table.loc[
+        table["rerun_reason"].map(lambda v: v if isinstance(v, str) else "") != "", "rerun_reason"
+    ]
     rerun = (
         f" ({len(reasons)} rerun: "
         + ", ".join(f"{n} {why}" for why, n in reasons.value_counts().sort_index().items())
@@ -411,7 +413,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
 
 def _cmd_related_work(args: argparse.Namespace) -> int:
     from batsched_ml.campaign import load_campaign
-    from batsched_ml.report.related_work import collect, render
+    from batsched_ml.report.related_work import collect, render, runs_on_page
+    from batsched_ml.runfolder import OutputFolderError
 
     status = 0
     if not args.no_run:
@@ -421,9 +424,15 @@ def _cmd_related_work(args: argparse.Namespace) -> int:
     notes = Path(args.notes)
     page = render(table, campaign, notes.read_text() if notes.is_file() else "")
     out = Path(args.output)
+    made = int((table["status"] != "missing").sum())
+    held = runs_on_page(out.read_text(), len(table)) if out.is_file() else None
+    if held is not None and made < held and not args.force:
+        raise OutputFolderError(
+            f"{out} holds {held} runs and these runs make {made}: not overwriting it (the runs "
+            f"are not here? see {campaign.output}); --force to write it anyway"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
-    made = int((table["status"] != "missing").sum())
     print(f"wrote {out}: {made} of {len(table)} runs")
     return status
 
@@ -762,7 +771,9 @@ def build_parser() -> argparse.ArgumentParser:
         "summary.csv into OUT.",
     )
     report.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    report.add_argument("-o", "--output", default="report", metavar="DIR", help="default: ./report")
+    report.add_argument(
+        "-o", "--output", required=True, metavar="DIR", help="folder for index.html and figures"
+    )
     report.set_defaults(handler=_cmd_report)
 
     campaign = commands.add_parser(
@@ -794,7 +805,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CAMPAIGN.toml",
         help="default: campaigns/related-work.toml",
     )
-    related.add_argument("-o", "--output", default="docs/related-work.md")
+    related.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="PAGE.md",
+        help="the page to write (the repository's: docs/related-work.md); a page holding more "
+        "runs than the new one is kept unless --force",
+    )
+    related.add_argument(
+        "--force", action="store_true", help="write the page even with fewer runs than it holds"
+    )
     related.add_argument(
         "--notes",
         default="docs/related-work-notes.md",
@@ -813,8 +834,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay every trace x policy x variant (resumable: finished runs are kept in "
         "--runs), then write the comparison with Zrigui et al. (JPDC 2022).",
     )
-    results.add_argument("-o", "--output", default="docs/results.md")
-    results.add_argument("--runs", default="runs/paper", help="where the replays are kept")
+    results.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="PAGE.md",
+        help="the page to write (the repository's: docs/results.md)",
+    )
+    results.add_argument(
+        "--runs", required=True, metavar="DIR", help="where the replays are kept (e.g. runs/paper)"
+    )
     results.add_argument(
         "--trace-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces")
     )

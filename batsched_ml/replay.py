@@ -47,6 +47,14 @@ VARIANTS = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
 #: every job that fits starts) and CPH (a CP-SAT plan of the urgent jobs, :mod:`.scheduler.cph`).
 DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
 
+#: How each dispatcher other than EASY orders the queue (for the messages that say so).
+DISPATCHER_ORDERS = {
+    "sjf": "shortest predicted runtime first",
+    "ljf": "longest predicted runtime first",
+    "prb": "by urgency: the wait over the expected wait of its queue",
+    "cph": "a CP-SAT plan of the most urgent jobs",
+}
+
 #: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
 PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
 
@@ -107,8 +115,9 @@ class ReplayConfig:
             self.dispatcher_params = planner_kwargs(self.dispatcher, self.dispatcher_params)
         if self.dispatcher != "easy" and self.policy != "fcfs":
             raise ConfigError(
-                f"the {self.dispatcher} dispatcher orders the queue itself (by the predicted "
-                f"runtime); --policy {self.policy} goes with the easy dispatcher"
+                f"the {self.dispatcher} dispatcher orders the queue itself "
+                f"({DISPATCHER_ORDERS[self.dispatcher]}); --policy {self.policy} goes with the "
+                "easy dispatcher"
             )
         if self.dispatcher != "easy" and self.classified:
             raise ConfigError(f"the {self.variant} variant runs on the easy dispatcher")

@@ -254,7 +254,13 @@ workers = 2
     assert statuses[("base", 0, trace)] == "existing"
     assert statuses[("classification-idempotent", 3, trace)] == "existing"
     assert (seeded / "jobs.csv").read_bytes() == first
-    reasons = dict(zip(keys_of(again), again["rerun_reason"].fillna(""), strict=True))
+    reasons = dict(
+        zip(
+            keys_of(again),
+            again["rerun_reason"].map(lambda v: v if isinstance(v, str) else ""),
+            strict=True,
+        )
+    )
     assert reasons[("classification-idempotent", 0, trace)] == "files missing or changed"
     assert reasons[("base", 0, trace)] == ""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -216,3 +217,100 @@ def test_a_setting_out_of_range_is_the_users_error(tmp_path: Path, capsys) -> No
     assert one_line(capsys) == (
         "batsched-ml: error: predictor su: SU alpha must be positive, not -1.0"
     )
+
+
+def test_each_dispatcher_says_how_it_orders_the_queue(tmp_path: Path, capsys) -> None:
+    expected = {
+        "prb": "by urgency: the wait over the expected wait of its queue",
+        "cph": "a CP-SAT plan of the most urgent jobs",
+        "sjf": "shortest predicted runtime first",
+        "ljf": "longest predicted runtime first",
+    }
+    for dispatcher, order in expected.items():
+        assert (
+            main(
+                ["replay", "-o", str(tmp_path / "r"), "--policy", "spf", "--dispatcher", dispatcher]
+            )
+            == 2
+        )
+        assert one_line(capsys) == (
+            f"batsched-ml: error: the {dispatcher} dispatcher orders the queue itself ({order}); "
+            "--policy spf goes with the easy dispatcher"
+        )
+
+
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    with gzip.open(KTH, "rt") as source:
+        lines = source.readlines()
+    trace = tmp_path / "t.swf"
+    trace.write_text(
+        "".join(
+            [line for line in lines if line.startswith(";")]
+            + [line for line in lines if not line.startswith(";")][:200]
+        )
+    )
+    a, b = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
+    assert main(["replay", str(trace), "-o", str(a), "-q"]) == 0
+    assert main(["replay", str(trace), "-o", str(b), "-q"]) == 0
+    return a, b
+
+
+def test_report_names_two_folders_holding_the_same_run(tmp_path: Path, capsys) -> None:
+    a, b = two_runs(tmp_path)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "runs"), "-o", str(tmp_path / "rep")]) == 2
+    assert one_line(capsys) == (
+        f"batsched-ml: error: {a} and {b} hold the same run (fcfs (base) on t, same settings): "
+        "give the report one of them"
+    )
+    assert main(["report", str(a), "-o", str(tmp_path / "rep")]) == 0
+    # another predictor, same policy and variant: named, not drawn over the other
+    c = tmp_path / "runs" / "c"
+    assert (
+        main(["replay", str(tmp_path / "t.swf"), "-o", str(c), "-q", "--predictor", "actual"]) == 0
+    )
+    capsys.readouterr()
+    assert main(["report", str(a), str(c), "-o", str(tmp_path / "rep2")]) == 2
+    assert one_line(capsys) == (
+        f"batsched-ml: error: {a} and {c} are both fcfs (base) on t: the report shows one run "
+        "per trace, policy and variant; give it one of them"
+    )
+
+
+def test_report_refuses_a_run_that_did_not_complete(tmp_path: Path, capsys) -> None:
+    a, _ = two_runs(tmp_path)
+    record = json.loads((a / "run.json").read_text())
+    (a / "run.json").write_text(
+        json.dumps({**record, "status": "interrupted", "reason": "interrupted"})
+    )
+    capsys.readouterr()
+    assert main(["report", str(a), "-o", str(tmp_path / "rep")]) == 2
+    assert one_line(capsys) == (
+        f"batsched-ml: error: {a}: the run is interrupted: interrupted (run.json), not complete"
+    )
+
+
+def test_related_work_never_blanks_a_page_holding_more_runs(tmp_path: Path, capsys) -> None:
+    page = tmp_path / "page.md"
+    shipped = Path(__file__).resolve().parents[1] / "docs" / "related-work.md"
+    page.write_text(shipped.read_text())
+    # the shipped campaign, its runs not made here (a fresh clone)
+    shipped_config = shipped.parents[1] / "campaigns" / "related-work.toml"
+    config = tmp_path / "related-work.toml"
+    config.write_text(
+        re.sub(r"(?m)^output = .*$", 'output = "none-here"', shipped_config.read_text())
+    )
+    assert main(["related-work", str(config), "--no-run", "-o", str(page)]) == 2
+    line = one_line(capsys)
+    assert line.startswith(f"batsched-ml: error: {page} holds 132 runs and these runs make 0")
+    assert page.read_text() == shipped.read_text()
+    assert main(["related-work", str(config), "--no-run", "-o", str(page), "--force"]) == 0
+    assert "<!-- runs on this page: 0 of 132 -->" in page.read_text()
+
+
+@pytest.mark.parametrize(
+    "command", [["report", "x"], ["related-work", "--no-run"], ["paper-results"]]
+)
+def test_pages_and_reports_are_written_where_told_only(command: list[str], capsys) -> None:
+    assert main(command) == 2
+    assert "required: -o/--output" in one_line(capsys)

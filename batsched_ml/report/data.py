@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from batsched_ml.errors import UserError
 from batsched_ml.metrics import logical_jobs, read_jobs_csv, with_job_metrics
+from batsched_ml.runfolder import require_complete
 
 DAY = 86_400.0
 #: The paper's variants, in the order its figures show them.
@@ -59,6 +61,10 @@ class Run:
         return pd.read_csv(path) if path.exists() else None
 
 
+class ReportError(UserError, ValueError):
+    """Runs that cannot be reported together; the message names the folders."""
+
+
 def find_runs(paths: list[str | Path]) -> list[Run]:
     """Every run under ``paths`` (a run folder, or a folder holding run folders at any depth),
     sorted by trace, policy and variant in the paper's order."""
@@ -83,7 +89,32 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
                 found[folder] = Run(folder, summary)
     if not found:
         raise FileNotFoundError(f"no run (summary.json and jobs.csv) under {', '.join(paths)}")
-    return sorted(found.values(), key=_order)
+    seen: dict[tuple[str, str], Run] = {}
+    for run in sorted(found.values(), key=_order):
+        require_complete(run.path)  # an interrupted or failed run is not reported as a result
+        key = (run.trace, json.dumps(run.summary["config"], sort_keys=True))
+        if key in seen:
+            raise ReportError(
+                f"{seen[key].path} and {run.path} hold the same run ({run.policy} "
+                f"({run.variant}) on {run.trace}, same settings): give the report one of them"
+            )
+        seen[key] = run
+    return list(seen.values())
+
+
+def one_per_figure(runs: list[Run]) -> None:
+    """The figures show one run per trace, policy and variant: two runs that differ in other
+    settings (a seed, a predictor) are named rather than drawn on top of each other."""
+    seen: dict[tuple[str, str, str], Run] = {}
+    for run in runs:
+        key = (run.trace, run.policy, run.variant)
+        if key in seen:
+            raise ReportError(
+                f"{seen[key].path} and {run.path} are both {run.policy} ({run.variant}) on "
+                f"{run.trace}: the report shows one run per trace, policy and variant; "
+                "give it one of them"
+            )
+        seen[key] = run
 
 
 def _order(run: Run) -> tuple:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from batsched_ml.report.data import Run, by_trace, find_runs
+from batsched_ml.report.data import Run, by_trace, find_runs, one_per_figure
 from batsched_ml.report.figures import draw_trace
 
 COLUMNS = (
@@ -85,6 +85,7 @@ def write_report(paths: list[str | Path], out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = find_runs(list(paths))
+    one_per_figure(runs)
     sections = []
     tables = []
     for trace, trace_runs in by_trace(runs).items():

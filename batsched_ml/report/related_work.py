@@ -11,6 +11,7 @@ page lists what is missing, so a partial campaign still gives a truthful page.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -227,7 +228,7 @@ def comparison_section(table: pd.DataFrame) -> list[str]:
 
 def missing_section(table: pd.DataFrame, campaign: Campaign) -> list[str]:
     missing = table[table["status"] == "missing"]
-    stale = int((table["rerun_reason"].fillna("") != "").sum())
+    stale = int((table["rerun_reason"].map(lambda v: v if isinstance(v, str) else "") != "").sum())
     out = []
     if stale:
         out += [
@@ -251,14 +252,30 @@ def missing_section(table: pd.DataFrame, campaign: Campaign) -> list[str]:
     return out
 
 
+def runs_on_page(page: str, total: int) -> int | None:
+    """How many runs a page written by :func:`render` shows (``total``: the campaign's size,
+    for pages of before the count was written in them); ``None`` if it does not say."""
+    match = re.search(r"<!-- runs on this page: (\d+) of \d+ -->", page)
+    if match:
+        return int(match.group(1))
+    if "Every run of the campaign is on this page." in page:
+        return total
+    match = re.search(r"## Not run yet \((\d+) of (\d+) runs\)", page)
+    if match:
+        return int(match.group(2)) - int(match.group(1))
+    return None
+
+
 def render(table: pd.DataFrame, campaign: Campaign, notes: str = "") -> str:
     """The page, as Markdown."""
     source = campaign.source.name if campaign.source is not None else "the campaign"
+    made = int((table["status"] != "missing").sum())
     out = [
         "# The related work on the batsched-ml scheduler",
         "",
         "<!-- written by `batsched-ml related-work`; edit the generator "
         "(batsched_ml/report/related_work.py), not this file -->",
+        f"<!-- runs on this page: {made} of {len(table)} -->",
         "",
         f"Generated from the runs of `campaigns/{source}` by `batsched-ml related-work "
         f"campaigns/{source} -o docs/related-work.md`. Every run is a full replay of the trace "
