@@ -102,10 +102,12 @@ class FakeBatsim:
         self.message: Message | None = sim.start()
         self.sent: list[str] = []
 
-    def send(self, text: str) -> Message | None:
+    def send(self, text: str, wait: float = 20.0) -> Message | None:
+        """Send ``text``; the reply, or ``None`` when none comes within ``wait`` seconds (a
+        message the scheduler refuses gets none: it stops)."""
         self.sent.append(text)
         self.socket.send_string(text)
-        if not self.socket.poll(20_000):
+        if not self.socket.poll(int(wait * 1000)):
             return None
         return parse_message(self.socket.recv())
 
@@ -164,7 +166,8 @@ def test_serve_marks_its_outputs_partial_when_batsim_repeats_a_message(
     try:
         for _ in range(4):
             peer.step()
-        peer.send(peer.sent[-1])  # the last message again: its submissions are known already
+        # the last message again: its submissions are known already (no reply: it stops)
+        assert peer.send(peer.sent[-1], wait=1.0) is None
     finally:
         peer.close()
     code, _out, err = finish(server)
@@ -193,7 +196,7 @@ def test_serve_refuses_time_going_back_and_says_so(kth_workload, tmp_path: Path)
     try:
         for _ in range(5):
             peer.step()
-        peer.send(dump_message(Message(0.0, [])))
+        assert peer.send(dump_message(Message(0.0, [])), wait=1.0) is None
     finally:
         peer.close()
     code, _out, err = finish(server)
