@@ -74,3 +74,18 @@ def test_full_kth_replay(policy: str, kth_workload, tmp_path: Path) -> None:
     result = run_replay(kth_workload, ReplayConfig(policy=policy))
     write_outputs(result, tmp_path)
     check_replay(kth_workload, tmp_path)
+
+
+def test_the_progress_of_a_classified_replay_counts_workload_jobs(kth_workload) -> None:
+    """Kills at the divider and their resubmissions used to push the bar past its total."""
+    from batsched_ml.predict.forest import ForestParams
+
+    workload = workload_head(kth_workload, 6000)
+    seen: list[int] = []
+    config = ReplayConfig(
+        variant="classification-idempotent", forest=ForestParams(n_estimators=4, n_jobs=1)
+    )
+    result = run_replay(workload, config, progress=seen.append)
+    kills = sum(",COMPLETED_KILLED," in row for row in result.rows)
+    assert kills > 0 and len(result.rows) == 6000 + kills
+    assert seen == sorted(seen) and seen[-1] == 6000 and max(seen) <= 6000
