@@ -545,9 +545,29 @@ def _cmd_paper_results(args: argparse.Namespace) -> int:
     return 0
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default when it has one that its help does not already state."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if (
+            text is None
+            or "default" in text
+            or action.default in (None, False, argparse.SUPPRESS)
+            or action.required
+            or not action.option_strings
+        ):
+            return text
+        return text + " (default: %(default)s)"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error (the usage block, sometimes ten lines, is one ``--help``
-    away; the line names it)."""
+    away; the line names it), and the defaults in ``--help``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         line = f"batsched-ml: error: {message} (see: {self.prog} --help)"
@@ -689,7 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
         "and manifest.json), the finished-job history to an SQLite database.",
     )
     trainer.add_argument("--socket", default="tcp://*:28100", help="default: tcp://*:28100")
-    trainer.add_argument("--store", default="models", metavar="DIR", help="model store")
+    trainer.add_argument(
+        "--store", default="models", metavar="DIR", help="model store (relative to here)"
+    )
     trainer.add_argument(
         "--db", metavar="FILE", help="history database (default STORE/history.sqlite)"
     )
@@ -716,9 +738,19 @@ def build_parser() -> argparse.ArgumentParser:
     batsim.add_argument(
         "-w", "--workload", required=True, action="append", help="workload JSON or SWF"
     )
-    batsim.add_argument("-e", "--export", default="out", metavar="PREFIX")
     batsim.add_argument(
-        "-s", "--socket-endpoint", default="tcp://localhost:28000", metavar="ENDPOINT"
+        "-e",
+        "--export",
+        default="out",
+        metavar="PREFIX",
+        help="write PREFIX_jobs.csv, as Batsim does",
+    )
+    batsim.add_argument(
+        "-s",
+        "--socket-endpoint",
+        default="tcp://localhost:28000",
+        metavar="ENDPOINT",
+        help="the scheduler to connect to",
     )
     batsim.add_argument("--enable-dynamic-jobs", action="store_true")
     batsim.add_argument("--acknowledge-dynamic-jobs", action="store_true")
@@ -770,7 +802,13 @@ def build_parser() -> argparse.ArgumentParser:
         "paper's figures per trace as PNG, index.html (figures inlined, summary tables) and "
         "summary.csv into OUT.",
     )
-    report.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    report.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="a run folder (replay, collect), a campaign's output folder, or a folder holding "
+        "run folders at any depth",
+    )
     report.add_argument(
         "-o", "--output", required=True, metavar="DIR", help="folder for index.html and figures"
     )
@@ -845,7 +883,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs", required=True, metavar="DIR", help="where the replays are kept (e.g. runs/paper)"
     )
     results.add_argument(
-        "--trace-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces")
+        "--trace-dir",
+        default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"),
+        help="where the paper's traces are (the read-only ../shared beside the checkout)",
     )
     results.add_argument("--traces", nargs="*", help="default: the paper's five traces at hand")
     results.add_argument("--policies", nargs="*", choices=sorted(POLICIES))

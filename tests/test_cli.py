@@ -323,3 +323,18 @@ def test_class_clairvoyant_through_the_trainer_process_matches_in_process(
     assert (tmp_path / "process" / "jobs.csv").read_bytes() == (
         tmp_path / "inprocess" / "jobs.csv"
     ).read_bytes()
+
+
+def test_help_shows_the_defaults_that_exist(capsys) -> None:
+    def help_of(*command: str) -> str:
+        assert main([*command, "--help"]) == 0
+        return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+    replay = help_of("replay")
+    assert "Random Forest size (default: 40)" in replay
+    assert "(default: fcfs)" in replay and "(default: None)" not in replay
+    assert "model store (relative to here) (default: models)" in help_of("trainer")
+    batsim = help_of("batsim")
+    assert "write PREFIX_jobs.csv, as Batsim does (default: out)" in batsim
+    assert "the scheduler to connect to (default: tcp://localhost:28000)" in batsim
+    assert "RUN_DIR a run folder (replay, collect), a campaign's output folder" in help_of("report")
