@@ -139,8 +139,9 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "runtimes, capped by the requested time; with shortest-job backfilling), fixed (10 "
         "minutes: the start of a correction-only policy), adaboost (AdaBoost regression on "
         "the SWF fields, retrained weekly), profile (the user's last job of a matching "
-        "profile, seed 001), su (Levenshtein clusters of user and job name, nearest "
-        "neighbours, SVR; seed 003). All but actual are capped by the requested time",
+        "profile, from Galleguillos et al.'s data-driven dispatching on AccaSim), su (the SU "
+        "framework: Levenshtein clusters of user and job name, nearest neighbours, SVR). All "
+        "but actual are capped by the requested time",
     )
     parser.add_argument(
         "--predictor-option",
