@@ -1,4 +1,5 @@
-"""Shared fixtures: where the read-only ground truth of ``../shared`` lives."""
+"""Shared fixtures: where the recordings of real Batsim (``tests/data``, copies of ``../shared``'s)
+and the read-only traces of ``../shared`` (tests that need them skip without it) live."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
-REFERENCE = SHARED / "batsim-reference"
+SHARED_REFERENCE = SHARED / "batsim-reference"
+REFERENCE = ROOT / "tests" / "data" / "batsim-reference"  # the copies the tests read
 TRACES = SHARED / "traces"
 REFERENCE_CASES = (
     sorted(p.name for p in REFERENCE.iterdir() if p.is_dir()) if REFERENCE.is_dir() else []
@@ -50,8 +52,8 @@ def load_case(name: str) -> ReferenceCase:
 
 
 def need_shared() -> None:
-    if not REFERENCE.is_dir():
-        pytest.skip("../shared is not available")
+    if not SHARED.is_dir():
+        pytest.skip("../shared is not beside the clone")
 
 
 def workload_head(workload: dict[str, Any], count: int) -> dict[str, Any]:

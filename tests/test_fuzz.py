@@ -115,7 +115,7 @@ def check_codec(text: str | bytes) -> None:
     assert dump_message(again) == dump_message(message)
 
 
-pytestmark = pytest.mark.skipif(not RECORDED, reason="../shared recordings not available")
+pytestmark = pytest.mark.skipif(not RECORDED, reason="no Batsim recordings in tests/data")
 
 
 @CI_CASES

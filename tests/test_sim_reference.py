@@ -111,3 +111,16 @@ def test_clock_drift_schedule_and_job_table_are_still_batsims(tmp_path) -> None:
     out = tmp_path / "jobs.csv"
     jobs_csv.write_jobs_csv(out, sim.rows)
     assert out.read_text() == case.jobs_csv()
+
+
+def test_the_copies_are_the_recordings() -> None:
+    """tests/data holds copies of ../shared's recordings, so that a plain clone runs the suite;
+    beside ../shared, they must still be the very files real Batsim wrote."""
+    from tests.conftest import REFERENCE, SHARED_REFERENCE, need_shared
+
+    need_shared()
+    copies = sorted(p for p in REFERENCE.rglob("*") if p.is_file() and p.name != "README.md")
+    assert len(copies) >= 8 * 5
+    for copy in copies:
+        original = SHARED_REFERENCE / copy.relative_to(REFERENCE)
+        assert copy.read_bytes() == original.read_bytes(), copy
