@@ -65,7 +65,8 @@ def _stop_signals():
         signal.signal(signal.SIGTERM, previous)
 
 
-DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "workloads" / "KTH-SP2-1996-2.1-cln.swf.gz"
+#: The shipped trace (package data: there in an installed wheel too).
+DEFAULT_TRACE = Path(__file__).resolve().parent / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 def _cmd_workload_convert(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
 HPC2N = TRACES / "HPC2N-2002-2.2-cln.swf.gz"
-KTH = ROOT / "workloads" / "KTH-SP2-1996-2.1-cln.swf.gz"
+KTH = ROOT / "batsched_ml" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 def peak_rss_mib() -> float:

@@ -67,7 +67,7 @@ def workload_head(workload: dict[str, Any], count: int) -> dict[str, Any]:
     }
 
 
-KTH = ROOT / "workloads" / "KTH-SP2-1996-2.1-cln.swf.gz"
+KTH = ROOT / "batsched_ml" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 @pytest.fixture(scope="session")
