@@ -140,7 +140,7 @@ def test_ports_host_names_and_files_agree_between_services() -> None:
 
 
 def test_every_setting_of_the_compose_file_is_documented() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "docker.md").read_text()
     names = set(VARIABLE.findall(COMPOSE.read_text()))
     assert {n for n, _ in names} >= {"TRACE", "TRACE_DIR", "POLICY", "VARIANT", "BATSIM_IMAGE"}
     for name, _default in names:
