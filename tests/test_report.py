@@ -161,3 +161,23 @@ def test_a_run_s_title_names_the_methods_it_used() -> None:
     assert title(predictor_params={"no_walltime_estimate": "60"}) == (
         "fcfs (base; predictor requested [no_walltime_estimate=60.0])"
     )
+
+
+def test_the_page_explains_itself_and_embeds_no_absolute_path(
+    runs_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report"
+    assert main(["report", str(runs_dir.resolve()), "-o", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert (
+        "<b>Lower is better</b>" in page and "Improving the Performance of Batch Schedulers" in page
+    )
+    assert "<th>mean wait (h)</th>" in page and "<th>mean bounded slowdown</th>" in page
+    assert str(tmp_path) not in page and str(runs_dir.resolve()) not in page
+    table = pd.read_csv(out / "summary.csv")
+    summary = json.loads(next(runs_dir.rglob("summary.json")).read_text())
+    row = table[
+        (table["policy"] == summary["config"]["policy"])
+        & (table["variant"] == summary["config"]["variant"])
+    ]
+    assert row["mean_wait"].iloc[0] == pytest.approx(summary["mean_wait"] / 3600)

@@ -16,15 +16,39 @@ COLUMNS = (
     ("policy", "policy"),
     ("variant", "variant"),
     ("jobs", "jobs"),
-    ("mean_bsld", "mean bsld"),
-    ("cumulative_bsld", "total bsld"),
-    ("mean_wait", "mean wait (s)"),
-    ("max_wait", "max wait (s)"),
-    ("bsld_small", "bsld small"),
-    ("bsld_large", "bsld large"),
+    ("mean_bsld", "mean bounded slowdown"),
+    ("cumulative_bsld", "total bounded slowdown"),
+    ("mean_wait", "mean wait (h)"),
+    ("max_wait", "max wait (h)"),
+    ("bsld_small", "bounded slowdown, small jobs"),
+    ("bsld_large", "bounded slowdown, large jobs"),
     ("kills", "kills"),
     ("accuracy", "accuracy"),
     ("utilisation", "utilisation"),
+)
+
+
+def _hours(seconds: object) -> float | None:
+    return seconds / 3600.0 if isinstance(seconds, int | float) else None
+
+
+#: What the page's columns and figures mean; a reader should not need the paper open.
+EXPLANATION = (
+    "<p>Every run is a replay of the trace in batsched-ml's embedded Batsim 4.2.1 (or a run "
+    "served to a real Batsim). The classified variants are the method of Zrigui, de Camargo, "
+    "Legrand and Trystram, <i>Improving the Performance of Batch Schedulers Using Online Job "
+    "Runtime Classification</i> (JPDC 2022); figure numbers refer to that paper.</p>"
+    "<ul><li><b>Bounded slowdown</b> of a job: (wait + runtime) / max(runtime, 60 s), at least "
+    "1. <b>Lower is better</b>; 1 means the job did not wait.</li>"
+    "<li><b>Total bounded slowdown</b>: its sum over all jobs (the paper's cumulative "
+    "figure); lower is better.</li>"
+    "<li><b>Small / large jobs</b>: jobs whose actual runtime is below / above the divider, the "
+    "median runtime of the trace's jobs; their mean bounded slowdown shows whom a policy "
+    "helps.</li>"
+    "<li><b>Waits</b> in hours, from submission to start. <b>Kills</b>: jobs classified small "
+    "that reached the divider, killed and resubmitted as large. <b>Accuracy</b>: share of jobs "
+    "classified right. <b>Utilisation</b>: processor time used over machines x makespan.</li>"
+    "</ul>"
 )
 
 
@@ -39,8 +63,8 @@ def summary_table(runs: list[Run]) -> pd.DataFrame:
                 "jobs": s.get("jobs"),
                 "mean_bsld": s.get("mean_bsld"),
                 "cumulative_bsld": s.get("cumulative_bsld"),
-                "mean_wait": s.get("mean_wait"),
-                "max_wait": s.get("max_wait"),
+                "mean_wait": _hours(s.get("mean_wait")),
+                "max_wait": _hours(s.get("max_wait")),
                 "bsld_small": s.get("bsld_small"),
                 "bsld_large": s.get("bsld_large"),
                 "kills": s.get("kills"),
@@ -107,8 +131,7 @@ def write_report(paths: list[str | Path], out_dir: str | Path) -> Path:
     page.write_text(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>batsched-ml report</title>"
         f"<style>{STYLE}</style></head><body><h1>batsched-ml report</h1>"
-        f"<p>{len(runs)} runs from {html.escape(', '.join(map(str, paths)))}.</p>"
-        + "".join(sections)
-        + "</body></html>\n"
+        f"<p>{len(runs)} runs from {html.escape(', '.join(Path(p).name for p in paths))}.</p>"
+        f"{EXPLANATION}" + "".join(sections) + "</body></html>\n"
     )
     return page
