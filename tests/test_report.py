@@ -181,3 +181,19 @@ def test_the_page_explains_itself_and_embeds_no_absolute_path(
         & (table["variant"] == summary["config"]["variant"])
     ]
     assert row["mean_wait"].iloc[0] == pytest.approx(summary["mean_wait"] / 3600)
+
+
+def test_a_report_of_runs_shorter_than_a_training_week(kth_workload, tmp_path: Path) -> None:
+    """No week had a model: feature_importance.csv is a header alone (it crashed the page)."""
+    workload = workload_head(kth_workload, 300)
+    for variant in ("base", "classification-idempotent"):
+        result = run_replay(workload, ReplayConfig(variant=variant))
+        write_outputs(result, tmp_path / "runs" / variant)
+    assert (
+        tmp_path / "runs" / "classification-idempotent" / "feature_importance.csv"
+    ).read_text().count("\n") == 1
+    assert main(["report", str(tmp_path / "runs"), "-o", str(tmp_path / "rep")]) == 0
+    run = data.find_runs([tmp_path / "runs" / "classification-idempotent"])[0]
+    assert data.importances(run) is None
+    one_policy = figures.cumulative_bsld(data.find_runs([tmp_path / "runs"]), "t")
+    assert one_policy is not None and one_policy.get_size_inches()[0] >= 8.0  # title not cut

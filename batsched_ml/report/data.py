@@ -185,6 +185,9 @@ def importances(run: Run) -> pd.DataFrame | None:
     path = run.path / "feature_importance.csv"
     if not path.exists():
         return None
+    lines = path.read_text().splitlines()
+    if len(lines) < 2:  # a header alone: no week had a model (a trace shorter than training)
+        return None
     table = pd.read_csv(path, header=None, skiprows=1)
     header = path.read_text().split("\n", 1)[0].split(",")
     table.columns = ["week", *("week_of_year" if h == "week" else h for h in header[1:])]

@@ -43,7 +43,9 @@ def cumulative_bsld(runs: list[Run], trace: str) -> Figure | None:
     policies = [p for p in _policies(runs) if _pick(runs, p, BASE) and _pick(runs, p, CLASSIFIED)]
     if not policies:
         return None
-    fig, axes = plt.subplots(1, len(policies), figsize=(4 * len(policies), 3.4), squeeze=False)
+    # at least 8 inches wide: one panel alone still shows the whole title
+    width = max(8.0, 4.0 * len(policies))
+    fig, axes = plt.subplots(1, len(policies), figsize=(width, 3.4), squeeze=False)
     for ax, policy in zip(axes[0], policies, strict=True):
         for variant in (BASE, CLASSIFIED):
             series = data.cumulative_bsld(_pick(runs, policy, variant))
@@ -76,14 +78,21 @@ def monthly_bsld(runs: list[Run], trace: str) -> Figure | None:
         ax.bar(x - width / 2, base["mean_bsld"], width, label=BASE, color=COLOURS[BASE])
         merged = classified.set_index("month").reindex(months)["mean_bsld"]
         ax.bar(x + width / 2, merged, width, label=CLASSIFIED, color=COLOURS[CLASSIFIED])
-        ax.set_ylabel(f"{policy.upper()}\nmean bsld")
+        ax.set_title(policy.upper(), loc="left", fontsize=9)
+        ax.set_ylabel("mean bounded\nslowdown")
         ax.set_yscale("log")
         ax.grid(alpha=0.3, axis="y")
         ax.set_xticks(x, months, rotation=90, fontsize=7)
-    axes[0][0].legend(fontsize=8)
+    _legend_below(fig, axes[0][0])
     fig.suptitle(f"{trace}: monthly mean bounded slowdown (Figure 7)")
-    fig.tight_layout()
     return fig
+
+
+def _legend_below(fig: Figure, ax) -> None:
+    """One legend for the figure, under the panels, where it covers no bar."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
 
 
 def _grouped_bars(ax, table, column: str, ylabel: str) -> None:
@@ -112,9 +121,8 @@ def class_bsld(runs: list[Run], trace: str) -> Figure | None:
     ):
         _grouped_bars(ax, table, column, "mean bounded slowdown")
         ax.set_title(title)
-    axes[1].legend(fontsize=7)
+    _legend_below(fig, axes[1])
     fig.suptitle(f"{trace}: bounded slowdown of small and large jobs (Figure 8)")
-    fig.tight_layout()
     return fig
 
 
