@@ -13,7 +13,14 @@ from batsched_ml.sim.simulator import BatsimSimulator, InvalidDecision
 from batsched_ml.workload.platform import compute_host_names
 from tests.conftest import load_case
 
-EXACT_CASES = ["fcfs_small", "easy_backfill", "kill_resubmit", "walltime_kill", "reject"]
+EXACT_CASES = [
+    "fcfs_small",
+    "easy_backfill",
+    "kill_resubmit",
+    "walltime_kill",
+    "reject",
+    "clock_drift",
+]
 
 
 def _simulator(case) -> BatsimSimulator:
@@ -90,27 +97,16 @@ def test_begins_lists_every_profile_of_the_workload() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 17: SimGrid's floating-point clock wakes Batsim's submitter 9.1e-13 s early at "
-    "7860 and splits the four submissions in two messages; the simulator sends them together "
-    "(benchmarks/batsim_divergence.py shows where). Strict: passing means it is fixed, and "
-    "clock_drift then belongs in EXACT_CASES.",
-)
-def test_simulator_groups_clock_drift_like_batsim() -> None:
+def test_clock_drift_splits_the_burst_at_7860_like_batsim() -> None:
+    """SimGrid's clock wakes the submitter one ulp (2**-40 s) before 7860: ``w0!14`` leaves
+    alone, ``w0!15``-``w0!17`` and the NOTIFY follow in the next message, both at 7860."""
     case = load_case("clock_drift")
     _, emitted = _replay(case)
-    recorded = [r["msg"] for r in case.records if r["dir"] == "batsim->sched"]
-    assert emitted == recorded
-
-
-def test_clock_drift_schedule_and_job_table_are_still_batsims(tmp_path) -> None:
-    """The grouping differs (above), yet here the schedule does not: same job table."""
-    case = load_case("clock_drift")
-    sim, _ = _replay(case)
-    out = tmp_path / "jobs.csv"
-    jobs_csv.write_jobs_csv(out, sim.rows)
-    assert out.read_text() == case.jobs_csv()
+    at_7860 = [m for m in emitted if m["now"] == 7860.0]
+    assert [[e["data"].get("job_id", e["type"]) for e in m["events"]] for m in at_7860] == [
+        ["w0!14"],
+        ["w0!15", "w0!16", "w0!17", "NOTIFY"],
+    ]
 
 
 def test_the_copies_are_the_recordings() -> None:
@@ -124,3 +120,39 @@ def test_the_copies_are_the_recordings() -> None:
     for copy in copies:
         original = SHARED_REFERENCE / copy.relative_to(REFERENCE)
         assert copy.read_bytes() == original.read_bytes(), copy
+
+
+@pytest.mark.long
+def test_ctc_sp2_whole_trace_is_real_batsims() -> None:
+    """The whole CTC-SP2 recording (real Batsim 4.2.1, 77,205 jobs, FCFS-EASY): fed its
+    decisions, the simulator sends every one of its 152,547 messages and writes its job table
+    byte for byte (SimGrid's clock splits and reorders same-instant events there)."""
+    import gzip
+
+    from tests.conftest import SHARED
+
+    folder = SHARED / "batsim-reference-long" / "ctc_sp2_full"
+    if not folder.is_dir():
+        pytest.skip(f"needs {folder} (the long recordings of ../shared)")
+    with gzip.open(folder / "messages.jsonl.gz", "rt") as handle:
+        records = [json.loads(line) for line in handle]
+    with gzip.open(folder / "workload.json.gz", "rt") as handle:
+        workload = json.load(handle)
+    with gzip.open(folder / "out_jobs.csv.gz", "rt") as handle:
+        expected_jobs = handle.read()
+    sim = BatsimSimulator(
+        [workload],
+        compute_host_names(folder / "platform.xml"),
+        dynamic_jobs=True,
+        acknowledge_dynamic_jobs=True,
+        workload_paths=["/data/workload.json"],
+    )
+    recorded = [r["msg"] for r in records if r["dir"] == "batsim->sched"]
+    replies = [r["msg"] for r in records if r["dir"] == "sched->batsim"]
+    assert message_to_dict(sim.start()) == recorded[0]
+    for index, reply in enumerate(replies[:-1], start=1):
+        out = sim.step(message_from_dict(reply))
+        assert out is not None and message_to_dict(out) == recorded[index], f"message {index}"
+    assert sim.step(message_from_dict(replies[-1])) is None and sim.finished
+    assert len(recorded) == 152_547
+    assert jobs_csv.HEADER + "\n" + "".join(row + "\n" for row in sim.rows) == expected_jobs

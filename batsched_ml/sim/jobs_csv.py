@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from procset import ProcSet
 
 JOBS_CSV_COLUMNS: tuple[str, ...] = (
@@ -42,6 +43,10 @@ def _f(value: float) -> str:
 _FINISHED = '%s,%s,%s,%.6f,%d,%.6f,%d,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%s,-1.000000,"%s"'
 
 
+_LD = np.longdouble
+_LD_EPSILON_RUNTIME = np.longdouble("1e-5")  # Batsim's 1e-5l for a job that ran in no time
+
+
 def finished_row(
     *,
     name: str,
@@ -56,8 +61,22 @@ def finished_row(
     alloc: ProcSet,
     metadata: str = "",
 ) -> str:
-    """The row of a job that ran (successfully, killed or past its walltime)."""
+    """The row of a job that ran (successfully, killed or past its walltime).
+
+    ``start`` and ``finish`` are SimGrid's clock (doubles) when the job's actor started and
+    ended. Batsim keeps the runtime as ``finish - start`` in ``long double`` and derives the
+    other columns from it in ``long double`` (``export.cpp``, ``JobsTracer::write_job``), then
+    casts each to ``double`` for ``%f``; on x86-64 ``numpy.longdouble`` is that same 80-bit
+    type. When every time is an integer the sums and differences are exact in ``double`` too,
+    and only the stretch's division needs the wider type.
+    """
     execution = finish - start
+    if not (
+        execution > 0 and start.is_integer() and finish.is_integer() and float(subtime).is_integer()
+    ):
+        return _finished_ld(
+            name, workload, profile, subtime, res, walltime, state, start, finish, alloc, metadata
+        )
     turnaround = finish - subtime
     return _FINISHED % (
         name,
@@ -73,7 +92,47 @@ def finished_row(
         finish,
         start - subtime,
         turnaround,
-        turnaround / execution if execution > 0 else float("inf"),
+        float(_LD(turnaround) / _LD(execution)),
+        alloc,
+        metadata,
+    )
+
+
+def _finished_ld(
+    name: str,
+    workload: str,
+    profile: str,
+    subtime: float,
+    res: int,
+    walltime: float | None,
+    state: str,
+    start: float,
+    finish: float,
+    alloc: ProcSet,
+    metadata: str,
+) -> str:
+    """:func:`finished_row` in ``long double`` throughout, as Batsim computes it."""
+    start_ld, sub_ld = _LD(start), _LD(subtime)
+    runtime = _LD(finish) - start_ld
+    if runtime == 0:
+        runtime = _LD_EPSILON_RUNTIME
+    completion = start_ld + runtime
+    turnaround = completion - sub_ld
+    return _FINISHED % (
+        name,
+        workload,
+        profile,
+        subtime,
+        res,
+        walltime if walltime is not None else -1.0,
+        state == "COMPLETED_SUCCESSFULLY",
+        state,
+        start,
+        float(runtime),
+        float(completion),
+        float(start_ld - sub_ld),
+        float(turnaround),
+        float(turnaround / runtime),
         alloc,
         metadata,
     )

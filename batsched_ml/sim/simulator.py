@@ -1,38 +1,46 @@
 """An embedded discrete-event simulator that plays Batsim 4.2.1's side of the protocol.
 
 It supports what batsched-ml needs of Batsim for ``delay`` profiles, on a homogeneous cluster with
-the exact-timing conventions of ``shared/batsim-reference`` (finish = start + delay exactly):
-static submissions, EXECUTE_JOB, completion and walltime kills, KILL_JOB, REJECT_JOB,
-CALL_ME_LATER, dynamic jobs (REGISTER_PROFILE, REGISTER_JOB, registration NOTIFYs) and
-SET_JOB_METADATA. It is a pure request/reply state machine: :meth:`BatsimSimulator.start` gives the
-first message, :meth:`BatsimSimulator.step` takes the scheduler's reply and gives the next one.
-The transports (in-process loop, ZeroMQ) sit outside.
+the exact-timing conventions of ``shared/batsim-reference`` (latency 0, 1 TBps links): static
+submissions, EXECUTE_JOB, completion and walltime kills, KILL_JOB, REJECT_JOB, CALL_ME_LATER,
+dynamic jobs (REGISTER_PROFILE, REGISTER_JOB, registration NOTIFYs) and SET_JOB_METADATA. It is
+a pure request/reply state machine: :meth:`BatsimSimulator.start` gives the first message,
+:meth:`BatsimSimulator.step` takes the scheduler's reply and gives the next one. The transports
+(in-process loop, ZeroMQ) sit outside.
 
-How the order and grouping of events reproduce real Batsim (each rule is checked against the
-recorded transcripts):
+How it reproduces real Batsim exactly: it runs Batsim's own actors (``job_submitter.cpp``,
+``server.cpp``, ``network.cpp``, ``jobs_execution.cpp``, ``protocol.cpp`` of v4.2.1, rewritten
+here as generators) on an emulation of SimGrid 3.32's kernel (:mod:`batsched_ml.sim.simgrid`,
+whose design note says which SimGrid rule each piece mirrors). The order and grouping of events
+therefore follow from the same mechanics as in Batsim:
 
-* every timer (next static submission, a job's end, a requested call) gets a sequence number when
-  it is set; timers of the same instant fire in that order. The static submitter sets its next
-  wake-up when it submits, before the scheduler answers, which is why jobs submitted at ``t`` come
-  before the completion at ``t`` of a job started at the previous submission, and after the
-  completion of a job started earlier (``fcfs_small`` at 38 s, ``kill_resubmit`` at 50 s);
-* jobs of one workload with the same ``subtime`` are submitted together, ordered by job name as a
-  *string* (``fcfs_small`` at 63 s: 10, 11, 8, 9);
-* all timers of one instant go in one message; events caused by the scheduler's reply (the answer
-  to KILL_JOB, the acknowledgement of a dynamic job) and the ``no_more_static_job_to_submit``
-  NOTIFY, which follows the message holding the last static submission, come in the next message
-  at the same time, NOTIFY first;
-* the scheduler is busy until its reply's ``now``: a decision stamped later than Batsim's ``now``
-  is applied at its timestamp, and timers that fire while the scheduler is busy are delivered
-  together at the reply's ``now`` with their own timestamps (not covered by the recordings).
+* every message between Batsim's actors (a submission, a job's end, each decision forwarded by
+  the REQ-REP actor, its final "ready") is a 1-byte SimGrid communication to the server, which
+  takes ``1e-12`` s; the server handles one at a time and sends the scheduler a message only
+  when it is free (its last message answered) and its mailbox is empty, so whatever is already
+  queued at that moment goes in the same message;
+* the submitter sends each group of jobs with the same ``subtime`` in one communication (ordered
+  by job id as a string), sleeps until the next ``subtime`` (``sleep_for(subtime - clock)``,
+  computed in ``long double``) and reads the clock again;
+* a job's actor sleeps its delay (or its walltime, if not longer: a walltime kill), then reports;
+* the REQ-REP actor applies each decision at its timestamp, sleeping ``timestamp - clock`` when
+  the timestamp (as the scheduler read it, six decimals) is later than SimGrid's clock.
+
+SimGrid's clock is a double advanced by floating-point steps (a communication's ``1e-12`` s moves
+it by an ulp or not at all; a sleep's remaining duration loses its own roundings at each step), so
+it is not always on the integer that Batsim's six decimals show. Most of the time this changes
+nothing visible; sometimes the submitter wakes an ulp before a ``subtime`` and splits a burst of
+submissions (``clock_drift``), or same-instant completions land more than 1e-9 s apart and come
+in separate messages (``ctc_sp2_full``). Times handed to the scheduler are printed as Batsim
+prints them (``%f``) and read back; jobs.csv is computed from the clock in ``long double`` as
+Batsim's ``export.cpp`` does.
 
 Invalid decisions raise :class:`InvalidDecision` naming the decision, where Batsim would abort.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +67,18 @@ from batsched_ml.protocol.events import (
     SimulationEnds,
 )
 from batsched_ml.sim import jobs_csv
+from batsched_ml.sim.simgrid import (
+    CREATE,
+    EXCHANGE,
+    IRECV,
+    ISEND,
+    KILL,
+    SLEEP,
+    WAIT,
+    Actor,
+    Kernel,
+    Simcall,
+)
 
 
 class SimulationError(UserError, RuntimeError):
@@ -75,11 +95,38 @@ class InvalidDecision(SimulationError):
         self.reason = reason
 
 
-_SUBMITTED, _RUNNING = 1, 2
-_TIMER_SUBMIT, _TIMER_END, _TIMER_CALL = 0, 1, 2
+_SUBMITTED, _RUNNING, _DONE = 1, 2, 3
+
+# Messages to Batsim's server (``IPMessageType``): (kind, data).
+(
+    _HELLO,
+    _BYE,
+    _JOBS_SUBMITTED,
+    _JOB_COMPLETED,
+    _EXECUTE,
+    _REJECT,
+    _KILL,
+    _CALL_ME_LATER,
+    _READY,
+    _WAITING_DONE,
+    _KILLING_DONE,
+    _JOB_REGISTERED,
+    _PROFILE_REGISTERED,
+    _END_REGISTRATION,
+    _CONTINUE_REGISTRATION,
+    _SET_METADATA,
+) = range(16)
+
+_SERVER = "server"
+_Code = Generator[Simcall, Any, None]
 
 
-@dataclass(slots=True)
+def json_time(clock: float) -> float:
+    """A time as the scheduler reads it: Batsim prints SimGrid's clock with ``%f``."""
+    return clock if clock.is_integer() else float(f"{clock:.6f}")
+
+
+@dataclass(slots=True, eq=False)
 class _LiveJob:
     """A job Batsim knows and has not finished (submitted or running)."""
 
@@ -94,9 +141,12 @@ class _LiveJob:
     subtime: float
     state: int = _SUBMITTED
     start: float = 0.0
+    end: float = 0.0
+    final: str = ""
     alloc: ProcSet | None = None
     mask: int = 0
-    token: int = -1
+    actor: Actor | None = None
+    kill_requested: bool = False
     metadata: str = ""
 
 
@@ -135,7 +185,6 @@ class BatsimSimulator:
         profile_reuse: bool = False,
         forward_profiles: bool = False,
         workload_paths: list[str] | None = None,
-        sched_config: str = "",
     ) -> None:
         if not hosts:
             raise ValueError("a platform needs at least one compute host")
@@ -144,28 +193,33 @@ class BatsimSimulator:
         self.acknowledge_dynamic_jobs = acknowledge_dynamic_jobs
         self.profile_reuse = profile_reuse
         self.forward_profiles = forward_profiles
-        self.sched_config = sched_config
         self._paths = workload_paths or [f"workload{i}.json" for i in range(len(workloads))]
         self._workloads: dict[str, _Workload] = {}
-        self._groups: list[list[_LiveJob]] = []
-        self._timers: list[tuple[float, int, int, Any]] = []
-        self._seq = 0
-        self._now: float = 0.0
-        self._outbox: list[Event] = []
+        self._static: list[list[_LiveJob]] = []
         self._live: dict[str, _LiveJob] = {}
         self._used_ids: set[str] = set()
         self._busy = 0
-        self._pending_calls = 0
-        self._static_left = 0
-        self._notify_after_send = False
-        self._notify_pending = False
+        self._kernel = Kernel()
+        self._run: Generator[Any, Any, None] | None = None
+        self._last_now = 0.0
+        # The server's state (ServerData)
+        self._outbox: list[Event] = []
+        self._sched_ready = False
+        self._end_sent = False
+        self._end_ack = False
+        self._submitters_done = 0
+        self._running = 0
+        self._waiters = 0
+        self._killers = 0
         self._registration_finished = not dynamic_jobs
         self._started = False
-        self._ended = False
         self._finished = False
         self.rows: list[str] = []
         self.events_sent = 0
         self._load(workloads)
+        for index in range(len(self._static)):
+            self._kernel.spawn(f"workload_submitter_w{index}", self._submitter(index))
+        self._kernel.spawn("server", self._server())
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -198,23 +252,13 @@ class BatsimSimulator:
                         delays[profile],
                         obj["res"],
                         _walltime(obj),
-                        obj["subtime"],
+                        float(obj["subtime"]),
                     )
                 )
                 refcount[profile] = refcount.get(profile, 0) + 1
+            # job_comparator_subtime_number: by subtime, then by job id as a string
             jobs.sort(key=lambda job: (job.subtime, job.name))
-            groups: list[list[_LiveJob]] = []
-            for job in jobs:
-                if groups and groups[-1][0].subtime == job.subtime:
-                    groups[-1].append(job)
-                else:
-                    groups.append([job])
-            if groups:
-                self._static_left += 1
-                self._groups.append(groups)  # type: ignore[arg-type]
-                self._push(groups[0][0].subtime, _TIMER_SUBMIT, (len(self._groups) - 1, 0))
-        if not self._static_left:
-            self._notify_pending = True
+            self._static.append(jobs)
 
     @staticmethod
     def _delay_of(profile: dict[str, Any], where: str) -> float:
@@ -223,20 +267,19 @@ class BatsimSimulator:
         delay = profile.get("delay")
         if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay > 0:
             raise SimulationError(f"{where}: a delay profile needs a delay > 0, got {delay!r}")
-        return delay
-
-    def _push(self, time: float, kind: int, ref: Any) -> int:
-        """Set a timer; Batsim's clock is a double, so times are floats whatever the input."""
-        seq = self._seq
-        self._seq += 1
-        heapq.heappush(self._timers, (float(time), seq, kind, ref))
-        return seq
+        return float(delay)
 
     # --- the protocol -------------------------------------------------------------------
 
     @property
     def now(self) -> float:
-        return self._now
+        """SimGrid's clock (a double, not rounded to Batsim's six decimals)."""
+        return self._kernel.now
+
+    @property
+    def steps(self) -> int:
+        """How many times SimGrid's clock has moved."""
+        return self._kernel.steps
 
     @property
     def finished(self) -> bool:
@@ -248,155 +291,222 @@ class BatsimSimulator:
         if self._started:
             raise SimulationError("the simulation has already started")
         self._started = True
-        config = {
-            "redis-enabled": False,
-            "redis-hostname": "127.0.0.1",
-            "redis-port": 6379,
-            "redis-prefix": "default",
-            "profiles-forwarded-on-submission": self.forward_profiles,
-            "dynamic-jobs-enabled": self.dynamic_jobs,
-            "dynamic-jobs-acknowledged": self.acknowledge_dynamic_jobs,
-            "profile-reuse-enabled": self.profile_reuse,
-            "sched-config": self.sched_config,
-            "forward-unknown-events": False,
-        }
-        resources = [
-            {"id": i, "name": name, "state": "idle", "properties": {"role": ""}}
-            | {"zone_properties": {}}
-            for i, name in enumerate(self.hosts)
-        ]
-        begins = SimulationBegins(
-            timestamp=0.0,
-            nb_resources=len(self.hosts),
-            nb_compute_resources=len(self.hosts),
-            nb_storage_resources=0,
-            allow_compute_sharing=False,
-            allow_storage_sharing=True,
-            config=config,
-            compute_resources=resources,
-            storage_resources=[],
-            workloads={name: self._paths[i] for i, name in enumerate(self._workloads)},
-            profiles={name: dict(wl.profiles) for name, wl in self._workloads.items()},
-        )
-        self.events_sent += 1
-        return Message(now=0.0, events=[begins])
+        self._run = self._kernel.run()
+        return self._deliver(next(self._run))
 
     def step(self, reply: Message) -> Message | None:
         """Apply the scheduler's ``reply`` and return Batsim's next message, or ``None`` once
         the reply to SIMULATION_ENDS has been received."""
-        if not self._started:
+        if not self._started or self._run is None:
             raise SimulationError("step() before start()")
         if self._finished:
             raise SimulationError("the simulation is over")
-        if isinstance(reply.now, bool) or not math.isfinite(reply.now) or reply.now < self._now:
+        now = reply.now
+        if isinstance(now, bool) or not now == now or now in (float("inf"), float("-inf")):
+            raise InvalidDecision("message", "now", f"reply 'now' {now} is not a finite number")
+        if now < self._last_now:
             raise InvalidDecision(
-                "message", "now", f"reply 'now' {reply.now} is before Batsim's now {self._now}"
+                "message", "now", f"reply 'now' {now} is before Batsim's now {self._last_now}"
             )
-        if self._ended:
-            self._finished = True
-            return None
-        if self._notify_pending:
-            self._notify_pending = False
-            self._outbox.append(Notify(timestamp=self._now, type="no_more_static_job_to_submit"))
         for decision in reply.events:
-            stamp = decision.timestamp
-            if stamp > reply.now:
+            if decision.timestamp > now:
                 raise InvalidDecision(
                     decision.TYPE,
                     "timestamp",
-                    f"stamped {stamp}, later than the reply's now {reply.now}",
+                    f"stamped {decision.timestamp}, later than the reply's now {now}",
                 )
-            if stamp > self._now:
-                self._fire_until(stamp, inclusive=False)
-                self._now = stamp
-            self._apply(decision)
-        if reply.now > self._now:
-            self._fire_until(reply.now, inclusive=True)
-            self._now = reply.now
-        return self._next_message()
+        try:
+            message = self._run.send(reply)
+        except StopIteration:
+            if self._end_ack:
+                self._finished = True
+                return None
+            raise SimulationError(self._stuck_reason()) from None
+        return self._deliver(message)
 
-    # --- time -----------------------------------------------------------------------------
-
-    def _fire_until(self, limit: float, *, inclusive: bool) -> None:
-        timers = self._timers
-        while timers and (timers[0][0] < limit or (inclusive and timers[0][0] == limit)):
-            time, seq, kind, ref = heapq.heappop(timers)
-            self._now = time
-            self._fire(time, seq, kind, ref)
-
-    def _next_message(self) -> Message:
-        while not self._outbox:
-            if self._can_end():
-                self._ended = True
-                self.events_sent += 1
-                return Message(now=self._now, events=[SimulationEnds(timestamp=self._now)])
-            if not self._timers:
-                raise SimulationError(self._stuck_reason())
-            time = self._timers[0][0]
-            self._now = time
-            self._fire_until(time, inclusive=True)
-        events, self._outbox = self._outbox, []
-        if self._notify_after_send:
-            self._notify_after_send = False
-            self._notify_pending = True
-        self.events_sent += len(events)
-        return Message(now=self._now, events=events)
-
-    def _can_end(self) -> bool:
-        return (
-            not self._static_left
-            and not self._notify_pending
-            and not self._live
-            and not self._pending_calls
-            and self._registration_finished
-        )
+    def _deliver(self, message: Message) -> Message:
+        self._last_now = message.now
+        self.events_sent += len(message.events)
+        return message
 
     def _stuck_reason(self) -> str:
+        now = self._kernel.now
         waiting = [job.job_id for job in self._live.values() if job.state == _SUBMITTED]
         if waiting:
             shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
             return (
-                f"simulation stuck at t={self._now}: {len(waiting)} submitted job(s) never "
+                f"simulation stuck at t={now}: {len(waiting)} submitted job(s) never "
                 f"executed nor rejected ({shown}) and nothing else can happen"
             )
         return (
-            f"simulation stuck at t={self._now}: dynamic jobs are enabled and the scheduler "
+            f"simulation stuck at t={now}: dynamic jobs are enabled and the scheduler "
             "never sent NOTIFY registration_finished"
         )
 
-    def _fire(self, time: float, seq: int, kind: int, ref: Any) -> None:
-        if kind == _TIMER_END:
-            job = self._live.get(ref[0])
-            if job is None or job.token != seq:
-                return  # killed before its end
-            self._finish(job, ref[1])
-        elif kind == _TIMER_SUBMIT:
-            self._submit_group(time, ref)
-        else:
-            self._pending_calls -= 1
-            self._outbox.append(RequestedCall(timestamp=time))
+    # --- Batsim's actors ------------------------------------------------------------------
 
-    def _submit_group(self, time: float, ref: tuple[int, int]) -> None:
-        workload_index, group_index = ref
-        groups: list[list[_LiveJob]] = self._groups[workload_index]  # type: ignore[assignment]
-        for job in groups[group_index]:
+    @staticmethod
+    def _put(payload: tuple[int, Any]) -> _Code:
+        """``send_message``: a 1-byte put to the server's mailbox, waited for."""
+        comm = yield (ISEND, _SERVER, payload)
+        yield (WAIT, comm)
+
+    def _submitter(self, index: int) -> _Code:
+        """``static_job_submitter_process``."""
+        kernel = self._kernel
+        yield from self._put((_HELLO, None))
+        current = kernel.now
+        batch: list[_LiveJob] = []
+        for job in self._static[index]:
+            if job.subtime > current:
+                if batch:
+                    yield from self._put((_JOBS_SUBMITTED, batch))
+                    batch = []
+                # long double subtime - clock, exact, then rounded once to double: the same
+                # as the double subtraction, which is correctly rounded.
+                yield (SLEEP, job.subtime - current)
+                current = kernel.now
+            batch.append(job)
+        if batch:
+            yield from self._put((_JOBS_SUBMITTED, batch))
+        yield from self._put((_BYE, None))
+
+    def _server(self) -> _Code:
+        """``server_process``: handle one message at a time; talk to the scheduler when it is
+        free and nothing else is queued."""
+        kernel = self._kernel
+        self._outbox.append(self._begins())
+        yield from self._send_to_scheduler()
+        handlers = self._handlers()
+        while not self._end_ack:
+            comm = yield (IRECV, _SERVER)
+            yield (WAIT, comm)
+            kind, data = comm.payload
+            effect = handlers[kind](data)
+            if effect is not None:
+                created = yield effect
+                if kind == _EXECUTE:
+                    self._live[data.job_id].actor = created
+            if self._sched_ready and not self._end_ack and not kernel.mailboxes[_SERVER]:
+                if self._outbox:
+                    yield from self._send_to_scheduler()
+                elif self._simulation_finished() and not self._end_sent:
+                    self._outbox.append(SimulationEnds(timestamp=json_time(kernel.now)))
+                    yield from self._send_to_scheduler()
+                    self._end_sent = True
+
+    def _send_to_scheduler(self) -> _Code:
+        """``generate_and_send_message``: the pending events go to a new REQ-REP actor."""
+        message = Message(now=json_time(self._kernel.now), events=self._outbox)
+        self._outbox = []
+        yield (CREATE, "Scheduler REQ-REP", self._request_reply(message))
+        self._sched_ready = False
+
+    def _request_reply(self, message: Message) -> _Code:
+        """``request_reply_scheduler_process`` and ``JsonProtocolReader``: send the message,
+        take the reply, forward each decision to the server at its timestamp, then "ready"."""
+        reply: Message = yield (EXCHANGE, message)
+        for decision in reply.events:
+            payload = self._parse(decision)
+            yield from self._send_at(decision.timestamp, payload)
+        yield from self._send_at(reply.now, (_READY, None))
+
+    def _send_at(self, when: float, payload: tuple[int, Any]) -> _Code:
+        """``send_message_at_time``: sleep until ``when`` if it is later than the clock."""
+        now = self._kernel.now
+        if when > now:
+            yield (SLEEP, when - now)
+        yield from self._put(payload)
+
+    def _job(self, job: _LiveJob) -> _Code:
+        """``execute_job_process`` for a delay profile (``do_delay_task``)."""
+        kernel = self._kernel
+        job.start = kernel.now
+        walltime = job.walltime
+        if walltime is None or job.delay < walltime:
+            yield (SLEEP, job.delay)
+            job.final = "COMPLETED_SUCCESSFULLY"
+        else:
+            yield (SLEEP, walltime)
+            job.final = "COMPLETED_WALLTIME_REACHED"
+        job.end = kernel.now
+        job.state = _DONE
+        yield from self._put((_JOB_COMPLETED, job))
+
+    def _killer(self, jobs: list[_LiveJob]) -> _Code:
+        """``killer_process``: kill the jobs still running, then report to the server."""
+        kernel = self._kernel
+        progress: dict[str, dict[str, Any]] = {}
+        killed: list[_LiveJob] = []
+        for job in jobs:
+            if job.state != _RUNNING:
+                continue  # its sleep is over: it completes on its own
+            elapsed = kernel.now - job.start
+            progress[job.job_id] = {
+                "profile_name": job.profile,
+                "progress": json_time(elapsed / job.delay),
+            }
+            yield (KILL, job.actor)
+            job.state = _DONE
+            job.final = "COMPLETED_KILLED"
+            job.end = kernel.now
+            killed.append(job)
+        yield from self._put((_KILLING_DONE, (jobs, killed, progress)))
+
+    def _waiter(self, target: float) -> _Code:
+        """``waiter_process`` for CALL_ME_LATER (at least 1e-5 s of sleep)."""
+        now = self._kernel.now
+        if now < target:
+            yield (SLEEP, max(target - now, 1e-5))
+        if not (self._end_sent or self._end_ack):
+            yield from self._put((_WAITING_DONE, None))
+
+    # --- the server's handlers (server.cpp) -------------------------------------------------
+
+    def _handlers(self) -> dict[int, Any]:
+        return {
+            _HELLO: lambda data: None,
+            _BYE: self._on_bye,
+            _JOBS_SUBMITTED: self._on_submitted,
+            _JOB_COMPLETED: self._on_completed,
+            _EXECUTE: self._on_execute,
+            _REJECT: self._on_reject,
+            _KILL: self._on_kill,
+            _CALL_ME_LATER: self._on_call_me_later,
+            _READY: self._on_ready,
+            _WAITING_DONE: self._on_waiting_done,
+            _KILLING_DONE: self._on_killing_done,
+            _JOB_REGISTERED: self._on_job_registered,
+            _PROFILE_REGISTERED: lambda data: None,
+            _END_REGISTRATION: self._on_registration(True),
+            _CONTINUE_REGISTRATION: self._on_registration(False),
+            _SET_METADATA: self._on_set_metadata,
+        }
+
+    def _stamp(self) -> float:
+        return json_time(self._kernel.now)
+
+    def _on_bye(self, data: None) -> None:
+        self._submitters_done += 1
+        if self._submitters_done == len(self._static):
+            notify = Notify(timestamp=self._stamp(), type="no_more_static_job_to_submit")
+            self._outbox.append(notify)
+
+    def _on_submitted(self, jobs: list[_LiveJob]) -> None:
+        stamp = self._stamp()
+        outbox = self._outbox
+        forward = self.forward_profiles
+        for job in jobs:
             self._live[job.job_id] = job
             job.obj = {**job.obj, "id": job.job_id}
-            profile = None
-            if self.forward_profiles:
-                profile = self._workloads[job.workload].profiles[job.profile]
-            self._outbox.append(
-                JobSubmitted(timestamp=time, job_id=job.job_id, job=job.obj, profile=profile)
-            )
-        if group_index + 1 < len(groups):
-            following = (workload_index, group_index + 1)
-            self._push(groups[group_index + 1][0].subtime, _TIMER_SUBMIT, following)
-        else:
-            self._static_left -= 1
-            if not self._static_left:
-                self._notify_after_send = True
+            profile = self._workloads[job.workload].profiles[job.profile] if forward else None
+            outbox.append(JobSubmitted(stamp, job.job_id, job.obj, profile))
 
-    def _finish(self, job: _LiveJob, state: str) -> None:
+    def _on_completed(self, job: _LiveJob) -> None:
+        self._running -= 1
+        self._finish(job)
+
+    def _finish(self, job: _LiveJob) -> None:
         self._busy &= ~job.mask
         del self._live[job.job_id]
         assert job.alloc is not None
@@ -408,23 +518,15 @@ class BatsimSimulator:
                 subtime=job.subtime,
                 res=job.res,
                 walltime=job.walltime,
-                state=state,
+                state=job.final,
                 start=job.start,
-                finish=self._now,
+                finish=job.end,
                 alloc=job.alloc,
                 metadata=job.metadata,
             )
         )
-        code = 0 if state == "COMPLETED_SUCCESSFULLY" else -1
-        self._outbox.append(
-            JobCompleted(
-                timestamp=self._now,
-                job_id=job.job_id,
-                job_state=state,
-                return_code=code,
-                alloc=job.alloc,
-            )
-        )
+        code = 0 if job.final == "COMPLETED_SUCCESSFULLY" else -1
+        self._outbox.append(JobCompleted(self._stamp(), job.job_id, job.final, code, job.alloc))
         self._release_profile(job)
 
     def _release_profile(self, job: _LiveJob) -> None:
@@ -436,52 +538,7 @@ class BatsimSimulator:
             workload.profiles.pop(job.profile, None)
             workload.refcount.pop(job.profile, None)
 
-    # --- decisions ------------------------------------------------------------------------
-
-    def _apply(self, decision: Event) -> None:
-        match decision:
-            case ExecuteJob():
-                self._execute(decision)
-            case RejectJob():
-                self._reject(decision)
-            case KillJob():
-                self._kill(decision)
-            case CallMeLater():
-                if not decision.when > self._now:
-                    raise InvalidDecision(
-                        decision.TYPE,
-                        "timestamp",
-                        f"call requested at {decision.when}, not strictly after now {self._now}",
-                    )
-                self._pending_calls += 1
-                self._push(decision.when, _TIMER_CALL, None)
-            case RegisterProfile():
-                self._register_profile(decision)
-            case RegisterJob():
-                self._register_job(decision)
-            case Notify():
-                self._notify(decision)
-            case SetJobMetadata():
-                job = self._known_job(decision.TYPE, decision.job_id)
-                if '"' in decision.metadata:
-                    raise InvalidDecision(decision.TYPE, decision.job_id, "metadata contains '\"'")
-                job.metadata = decision.metadata
-            case _:
-                raise InvalidDecision(decision.TYPE, "type", "not a decision Batsim accepts")
-
-    def _known_job(self, decision: str, job_id: str) -> _LiveJob:
-        job = self._live.get(job_id)
-        if job is not None:
-            return job
-        if job_id in self._used_ids:
-            raise InvalidDecision(
-                decision,
-                job_id,
-                "job is not submitted yet or already finished (Batsim 4 forgets finished jobs)",
-            )
-        raise InvalidDecision(decision, job_id, "unknown job")
-
-    def _execute(self, decision: ExecuteJob) -> None:
+    def _on_execute(self, decision: ExecuteJob) -> Simcall:
         job = self._known_job(decision.TYPE, decision.job_id)
         if job.state != _SUBMITTED:
             raise InvalidDecision(decision.TYPE, job.job_id, "job is already running")
@@ -509,17 +566,13 @@ class BatsimSimulator:
             busy = procset_of(mask & self._busy)
             raise InvalidDecision(decision.TYPE, job.job_id, f"machines {busy} are already in use")
         self._busy |= mask
+        self._running += 1
         job.state = _RUNNING
-        job.start = self._now
         job.alloc = alloc
         job.mask = mask
-        if job.walltime is not None and job.delay >= job.walltime:
-            end, state = self._now + job.walltime, "COMPLETED_WALLTIME_REACHED"
-        else:
-            end, state = self._now + job.delay, "COMPLETED_SUCCESSFULLY"
-        job.token = self._push(end, _TIMER_END, (job.job_id, state))
+        return (CREATE, f"job_{job.job_id}", self._job(job))
 
-    def _reject(self, decision: RejectJob) -> None:
+    def _on_reject(self, decision: RejectJob) -> None:
         job = self._known_job(decision.TYPE, decision.job_id)
         if job.state != _SUBMITTED:
             raise InvalidDecision(decision.TYPE, job.job_id, "job is already running")
@@ -537,26 +590,121 @@ class BatsimSimulator:
         )
         self._release_profile(job)
 
-    def _kill(self, decision: KillJob) -> None:
-        progress: dict[str, dict[str, Any]] = {}
-        seen: set[str] = set()
+    def _on_kill(self, decision: KillJob) -> Simcall | None:
+        jobs: list[_LiveJob] = []
         for job_id in decision.job_ids:
-            if job_id in seen:
-                continue
-            seen.add(job_id)
             job = self._known_job(decision.TYPE, job_id)
-            if job.state != _RUNNING:
+            if job.kill_requested:
+                continue
+            if job.state == _SUBMITTED:
                 raise InvalidDecision(decision.TYPE, job_id, "job is not running")
-            job.token = -1
-            elapsed = self._now - job.start
-            progress[job_id] = {
-                "profile_name": job.profile,
-                "progress": round(elapsed / job.delay, 6),
-            }
-            self._finish(job, "COMPLETED_KILLED")
+            job.kill_requested = True
+            jobs.append(job)
+        if not jobs:
+            return None
+        self._killers += 1
+        return (CREATE, "killer_process", self._killer(jobs))
+
+    def _on_call_me_later(self, decision: CallMeLater) -> Simcall:
+        now = self._kernel.now
+        if not decision.when > now:
+            raise InvalidDecision(
+                decision.TYPE,
+                "timestamp",
+                f"call requested at {decision.when}, not strictly after now {json_time(now)}",
+            )
+        self._waiters += 1
+        return (CREATE, f"waiter {decision.when:f}", self._waiter(decision.when))
+
+    def _on_ready(self, data: None) -> None:
+        self._sched_ready = True
+        if self._end_sent:
+            self._end_ack = True
+
+    def _on_waiting_done(self, data: None) -> None:
+        self._outbox.append(RequestedCall(timestamp=self._stamp()))
+        self._waiters -= 1
+
+    def _on_killing_done(self, data: tuple[list[_LiveJob], list[_LiveJob], dict]) -> None:
+        jobs, killed, progress = data
+        for job in killed:
+            self._running -= 1
+            self._finish(job)
         self._outbox.append(
-            JobKilled(timestamp=self._now, job_ids=list(decision.job_ids), job_progress=progress)
+            JobKilled(
+                timestamp=self._stamp(),
+                job_ids=[job.job_id for job in jobs],
+                job_progress=progress,
+            )
         )
+        self._killers -= 1
+
+    def _on_job_registered(self, job: _LiveJob) -> None:
+        if self.acknowledge_dynamic_jobs:
+            workload = self._workloads[job.workload]
+            forwarded = workload.profiles[job.profile] if self.forward_profiles else None
+            self._outbox.append(JobSubmitted(self._stamp(), job.job_id, job.obj, forwarded))
+
+    def _on_registration(self, finished: bool) -> Any:
+        def handle(data: None) -> None:
+            self._registration_finished = finished
+
+        return handle
+
+    def _on_set_metadata(self, decision: SetJobMetadata) -> None:
+        job = self._known_job(decision.TYPE, decision.job_id)
+        job.metadata = decision.metadata
+
+    def _simulation_finished(self) -> bool:
+        """``is_simulation_finished``."""
+        return (
+            self._submitters_done == len(self._static)
+            and self._registration_finished
+            and not self._live
+            and not self._running
+            and not self._waiters
+            and not self._killers
+        )
+
+    # --- decisions, as the protocol reader parses them ---------------------------------------
+
+    def _parse(self, decision: Event) -> tuple[int, Any]:
+        """The server message a decision becomes; registrations take effect at parse time, as
+        in ``JsonProtocolReader``."""
+        match decision:
+            case ExecuteJob():
+                return (_EXECUTE, decision)
+            case RejectJob():
+                return (_REJECT, decision)
+            case KillJob():
+                return (_KILL, decision)
+            case CallMeLater():
+                return (_CALL_ME_LATER, decision)
+            case RegisterProfile():
+                self._register_profile(decision)
+                return (_PROFILE_REGISTERED, None)
+            case RegisterJob():
+                return (_JOB_REGISTERED, self._register_job(decision))
+            case Notify():
+                return self._notify(decision)
+            case SetJobMetadata():
+                if '"' in decision.metadata:
+                    raise InvalidDecision(decision.TYPE, decision.job_id, "metadata contains '\"'")
+                return (_SET_METADATA, decision)
+            case _:
+                raise InvalidDecision(decision.TYPE, "type", "not a decision Batsim accepts")
+
+    def _known_job(self, decision: str, job_id: str) -> _LiveJob:
+        job = self._live.get(job_id)
+        if job is not None:
+            return job
+        if job_id in self._used_ids:
+            raise InvalidDecision(
+                decision,
+                job_id,
+                "job is not submitted yet or already finished (Batsim 4 forgets finished jobs)",
+            )
+        raise InvalidDecision(decision, job_id, "unknown job")
 
     def _register_profile(self, decision: RegisterProfile) -> None:
         if not self.dynamic_jobs:
@@ -576,7 +724,7 @@ class BatsimSimulator:
         workload.profiles[decision.profile_name] = decision.profile
         workload.refcount[decision.profile_name] = 0
 
-    def _register_job(self, decision: RegisterJob) -> None:
+    def _register_job(self, decision: RegisterJob) -> _LiveJob:
         kind, job_id, obj = decision.TYPE, decision.job_id, decision.job
         if not self.dynamic_jobs:
             raise InvalidDecision(kind, job_id, "dynamic jobs are disabled")
@@ -615,21 +763,50 @@ class BatsimSimulator:
             delay=self._delay_of(workload.profiles[profile], f"job {job_id}"),
             res=res,
             walltime=_walltime(obj),
-            subtime=subtime,
+            subtime=float(subtime),
         )
         self._live[job_id] = job
-        if self.acknowledge_dynamic_jobs:
-            forwarded = workload.profiles[profile] if self.forward_profiles else None
-            self._outbox.append(
-                JobSubmitted(timestamp=self._now, job_id=job_id, job=obj, profile=forwarded)
-            )
+        return job
 
-    def _notify(self, decision: Notify) -> None:
+    def _notify(self, decision: Notify) -> tuple[int, Any]:
         if not self.dynamic_jobs:
             raise InvalidDecision(decision.TYPE, decision.type, "dynamic jobs are disabled")
         if decision.type == "registration_finished":
-            self._registration_finished = True
-        elif decision.type == "continue_registration":
-            self._registration_finished = False
-        else:
-            raise InvalidDecision(decision.TYPE, decision.type, "unknown NOTIFY type")
+            return (_END_REGISTRATION, None)
+        if decision.type == "continue_registration":
+            return (_CONTINUE_REGISTRATION, None)
+        raise InvalidDecision(decision.TYPE, decision.type, "unknown NOTIFY type")
+
+    # --- SIMULATION_BEGINS --------------------------------------------------------------------
+
+    def _begins(self) -> SimulationBegins:
+        config = {
+            "redis-enabled": False,
+            "redis-hostname": "127.0.0.1",
+            "redis-port": 6379,
+            "redis-prefix": "default",
+            "profiles-forwarded-on-submission": self.forward_profiles,
+            "dynamic-jobs-enabled": self.dynamic_jobs,
+            "dynamic-jobs-acknowledged": self.acknowledge_dynamic_jobs,
+            "profile-reuse-enabled": self.profile_reuse,
+            "sched-config": "",
+            "forward-unknown-events": False,
+        }
+        resources = [
+            {"id": i, "name": name, "state": "idle", "properties": {"role": ""}}
+            | {"zone_properties": {}}
+            for i, name in enumerate(self.hosts)
+        ]
+        return SimulationBegins(
+            timestamp=0.0,
+            nb_resources=len(self.hosts),
+            nb_compute_resources=len(self.hosts),
+            nb_storage_resources=0,
+            allow_compute_sharing=False,
+            allow_storage_sharing=True,
+            config=config,
+            compute_resources=resources,
+            storage_resources=[],
+            workloads={name: self._paths[i] for i, name in enumerate(self._workloads)},
+            profiles={name: dict(wl.profiles) for name, wl in self._workloads.items()},
+        )
