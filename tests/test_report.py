@@ -4,6 +4,7 @@ the runs wrote), the figures' plotted data, the HTML page, and evalys reading ou
 from __future__ import annotations
 
 import base64
+import html
 import json
 from pathlib import Path
 
@@ -197,3 +198,198 @@ def test_a_report_of_runs_shorter_than_a_training_week(kth_workload, tmp_path: P
     assert data.importances(run) is None
     one_policy = figures.cumulative_bsld(data.find_runs([tmp_path / "runs"]), "t")
     assert one_policy is not None and one_policy.get_size_inches()[0] >= 8.0  # title not cut
+
+
+# --- utilisation, queue length, waits and the policies side by side --------------------------
+
+#: Four jobs and a rejected one on 4 machines, times in seconds:
+#:   1: submitted 0, runs 0-10 on 2 machines (no wait)
+#:   2: submitted 0, runs 10-30 on 4 machines (waits 10 s for job 1's machines)
+#:   3: submitted 5, runs 30-35 on 1 machine (waits 25 s)
+#:   4: submitted 20, runs 30-40 on 2 machines (waits 10 s)
+#:   5: submitted 25, rejected (asks for 8 machines)
+TINY_JOBS = """\
+job_id,workload_name,profile,submission_time,requested_number_of_resources,requested_time,success,final_state,starting_time,execution_time,finish_time,waiting_time,turnaround_time,stretch,allocated_resources,consumed_energy,metadata
+1,w0,p,0,2,100,1,COMPLETED_SUCCESSFULLY,0,10,10,0,10,1,0-1,-1,""
+2,w0,p,0,4,100,1,COMPLETED_SUCCESSFULLY,10,20,30,10,30,1.5,0-3,-1,""
+3,w0,p,5,1,100,1,COMPLETED_SUCCESSFULLY,30,5,35,25,30,6,0,-1,""
+4,w0,p,20,2,100,1,COMPLETED_SUCCESSFULLY,30,10,40,10,20,2,1-2,-1,""
+5,w0,p,25,8,100,0,REJECTED,,,,,,,,-1,""
+"""
+TINY_SUMMARY = {
+    "trace": "tiny",
+    "config": {"policy": "fcfs", "variant": "base"},
+    "mean_bsld": 1.0,
+    "mean_wait": 11.25,
+    "makespan": 40.0,
+    "utilisation": 0.78125,  # (2*10 + 4*20 + 1*5 + 2*10) / (4 machines * 40 s)
+}
+
+
+@pytest.fixture
+def tiny_run(tmp_path: Path) -> data.Run:
+    (tmp_path / "jobs.csv").write_text(TINY_JOBS)
+    return data.Run(tmp_path, dict(TINY_SUMMARY))
+
+
+def test_machines_busy_and_jobs_waiting_are_exact_step_functions(tiny_run: data.Run) -> None:
+    busy = data.busy_machines(tiny_run.attempts())
+    # job 2 starts as job 1 ends, jobs 3 and 4 as job 2 ends: no instant counted twice
+    assert busy["time"].tolist() == [0, 10, 30, 35, 40]
+    assert busy["busy"].tolist() == [2, 4, 3, 2, 0]
+    queued = data.queue_length(tiny_run.attempts())
+    # job 1 is submitted and started at 0: it never counts; the rejected job 5 never waits
+    assert queued["time"].tolist() == [0, 5, 10, 20, 30]
+    assert queued["queued"].tolist() == [1, 2, 1, 2, 0]
+    assert data.step_function(np.array([]), np.array([])) == (
+        pytest.approx(np.empty(0)),
+        pytest.approx(np.empty(0)),
+    )
+
+
+def test_step_means_are_the_time_weighted_means_of_each_bin(tiny_run: data.Run) -> None:
+    busy = data.busy_machines(tiny_run.attempts())
+    queued = data.queue_length(tiny_run.attempts())
+    edges = np.array([0.0, 20.0, 40.0])
+    # 0-20: 2 machines for 10 s, 4 for 10 s; 20-40: 4 for 10 s, 3 for 5 s, 2 for 5 s
+    assert data.step_means(busy["time"], busy["busy"], edges).tolist() == [3.0, 3.25]
+    # 0-20: 1 job for 5 s, 2 for 5 s, 1 for 10 s; 20-40: 2 jobs for 10 s, none after
+    assert data.step_means(queued["time"], queued["queued"], edges).tolist() == [1.25, 1.0]
+    # 0 before the first change, the last value after the last one
+    assert data.step_means([10.0], [1.0], [0.0, 10.0, 20.0]).tolist() == [0.0, 1.0]
+    assert data.step_means([], [], [0.0, 1.0]).tolist() == [0.0]
+
+
+def test_the_timeline_and_the_machine_count(tiny_run: data.Run) -> None:
+    assert data.machines(tiny_run) == 4  # what gives the summary's utilisation
+    tiny_run.summary["nb_machines"] = 6  # a summary that says it is believed
+    assert data.machines(tiny_run) == 6
+    del tiny_run.summary["nb_machines"]
+    tiny_run.summary["utilisation"] = None  # else: the most machines in use at once
+    assert data.machines(tiny_run) == 4
+    table, name = data.timeline(tiny_run, 4)
+    assert name == "hourly"  # one bin, cut at the last finish
+    assert table.to_dict("list") == {
+        "start": [0.0],
+        "end": [40 / 86_400],
+        "utilisation": [0.78125],
+        "queued": [1.125],  # (1*5 + 2*5 + 1*10 + 2*10) / 40
+    }
+    assert data.bin_width(400 * 3600) == (3600, "hourly")
+    assert data.bin_width(400 * 3600 + 1) == (6 * 3600, "6-hour")
+    assert data.bin_width(365 * 86_400) == (86_400, "daily")
+    assert data.bin_width(10 * 365 * 86_400) == (7 * 86_400, "weekly")
+
+
+def test_the_distribution_of_waits(tiny_run: data.Run) -> None:
+    waits = data.waits(tiny_run)
+    assert sorted(waits.tolist()) == [0.0, 10.0, 10.0, 25.0]  # the rejected job has none
+    cdf = data.wait_cdf(waits)
+    assert cdf["wait_hours"].tolist() == [0.0, 10 / 3600, 25 / 3600]
+    assert cdf["share"].tolist() == [0.25, 0.75, 1.0]
+    assert data.wait_cdf(np.array([])).empty
+
+
+def test_the_comparison_table(tiny_run: data.Run) -> None:
+    assert data.comparison([tiny_run]).to_dict("records") == [
+        {
+            "policy": "fcfs",
+            "variant": "base",
+            "mean_bsld": 1.0,
+            "mean_wait_hours": 11.25 / 3600,
+            "utilisation": 0.78125,
+        }
+    ]
+
+
+def test_the_system_view_agrees_with_the_summaries(runs_dir: Path) -> None:
+    """On real runs (kills included): the step function's mean over the run is the summary's
+    utilisation, the waits' mean its mean wait, and the machine count KTH-SP2's 100."""
+    runs = data.find_runs([runs_dir])
+    assert any(run.summary["kills"] for run in runs)
+    for run in runs:
+        assert data.machines(run) == 100
+        busy = data.busy_machines(run.attempts())
+        span = [run.attempts()["submission_time"].min(), busy["time"].iloc[-1]]
+        overall = data.step_means(busy["time"], busy["busy"], span)[0] / 100
+        assert overall == pytest.approx(run.summary["utilisation"], abs=1e-6)
+        assert busy["busy"].min() >= 0 and busy["busy"].max() <= 100
+        assert busy["busy"].iloc[-1] == 0
+        queued = data.queue_length(run.attempts())
+        assert queued["queued"].min() >= 0 and queued["queued"].iloc[-1] == 0
+        table, name = data.timeline(run)
+        assert name == "6-hour"  # 3,000 jobs: about six weeks
+        weights = table["end"] - table["start"]
+        assert np.average(table["utilisation"], weights=weights) == pytest.approx(
+            run.summary["utilisation"], abs=1e-6
+        )
+        assert data.waits(run).mean() == pytest.approx(run.summary["mean_wait"])
+
+
+def test_the_new_figures_plot_those_values_with_units(runs_dir: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    runs = data.find_runs([runs_dir])
+    trace = runs[0].trace
+    fig = figures.timelines(runs, trace)
+    axes = fig.axes
+    assert len(axes) == 2 * len(runs)  # a row of two panels per run
+    assert axes[0].get_ylabel() == "machines\nbusy (%)" and axes[1].get_ylabel() == "jobs waiting"
+    assert axes[-1].get_xlabel() == "day of the trace"
+    table, _name = data.timeline(runs[0])
+    heights = axes[0].patches[0].get_path().vertices[:, 1]
+    assert heights.max() == pytest.approx(100 * table["utilisation"].max())
+    assert axes[0].get_title(loc="left").startswith("FCFS (base): mean ")
+    plt.close(fig)
+
+    fig = figures.wait_distribution(runs, trace)
+    assert [ax.get_title(loc="left") for ax in fig.axes] == ["FCFS", "SPF"]
+    assert fig.axes[0].get_xlabel() == "waiting time (hours, log scale)"
+    line = fig.axes[0].lines[0]
+    assert line.get_label() == "base" and line.get_ydata()[-1] == 100
+    cdf = data.wait_cdf(data.waits(runs[0]))
+    assert line.get_ydata()[-2] == pytest.approx(100 * cdf["share"].iloc[-1])
+    assert line.get_xdata()[-2] == pytest.approx(cdf["wait_hours"].iloc[-1])
+    plt.close(fig)
+
+    fig = figures.comparison(runs, trace)
+    assert [ax.get_ylabel() for ax in fig.axes] == [
+        "mean bounded slowdown",
+        "mean wait (hours)",
+        "utilisation (%)",
+    ]
+    assert "lower is better" in fig.axes[0].get_title()
+    waits = [bar.get_height() for bar in fig.axes[1].patches]
+    expected = [
+        next(r for r in runs if (r.policy, r.variant) == (p, v)).summary["mean_wait"] / 3600
+        for v in VARIANTS
+        for p in ("fcfs", "spf")
+    ]
+    assert waits == pytest.approx(expected)
+    plt.close(fig)
+
+
+def test_one_run_alone_draws_every_system_figure(tiny_run: data.Run) -> None:
+    for draw in (figures.timelines, figures.wait_distribution, figures.comparison):
+        fig = draw([tiny_run], "tiny")
+        assert fig is not None and fig.get_size_inches()[0] >= 8.0
+        fig.savefig(tiny_run.path / "figure.png")
+
+
+def test_the_page_shows_the_new_figures_with_captions_and_is_reproducible(
+    runs_dir: Path, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    assert main(["report", str(runs_dir), "-o", str(first)]) == 0
+    assert main(["report", str(runs_dir), "-o", str(second)]) == 0
+    page = (first / "index.html").read_text()
+    trace = "KTH-SP2-1996-2.1-cln"
+    for name in ("comparison", "utilisation-queue", "wait-distribution"):
+        caption = next(c for n, _draw, c in figures.FIGURES if n == name)
+        assert f"<figcaption>{html.escape(caption)} ({trace}-{name}.png)</figcaption>" in page
+    assert "higher is better" in page and "Queue length" in page
+    assert "6 runs on 100 machines." in page
+    assert page.count("<img ") == len(figures.FIGURES)
+    # the same runs give the same bytes: page and every figure
+    for path in sorted(first.iterdir()):
+        assert path.read_bytes() == (second / path.name).read_bytes(), path.name

@@ -37,6 +37,7 @@ class Run:
     path: Path
     summary: dict[str, Any]
     _jobs: pd.DataFrame | None = field(default=None, repr=False)
+    _attempts: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def trace(self) -> str:
@@ -50,10 +51,17 @@ class Run:
     def variant(self) -> str:
         return str(self.summary["config"]["variant"])
 
+    def attempts(self) -> pd.DataFrame:
+        """The job table as written (a killed job and its resubmission are two rows), read
+        once: what occupied the machines and the queue."""
+        if self._attempts is None:
+            self._attempts = read_jobs_csv(self.path / "jobs.csv")
+        return self._attempts
+
     def jobs(self) -> pd.DataFrame:
         """Logical jobs (attempts folded), read once."""
         if self._jobs is None:
-            self._jobs = logical_jobs(read_jobs_csv(self.path / "jobs.csv"))
+            self._jobs = logical_jobs(self.attempts())
         return self._jobs
 
     def table(self, name: str) -> pd.DataFrame | None:
@@ -205,3 +213,158 @@ def runtime_distribution(run: Run) -> dict[str, Any]:
         "actual": actual[actual > 0],
         "divider": float(np.median(actual)) if len(actual) else None,
     }
+
+
+# --- the system's view: machines busy, jobs waiting, waits, policies side by side -----------
+
+HOUR = 3_600.0
+#: Widths the timeline's bins may take, the shortest that gives at most MAX_BINS bins.
+BIN_WIDTHS = ((HOUR, "hourly"), (6 * HOUR, "6-hour"), (DAY, "daily"), (7 * DAY, "weekly"))
+MAX_BINS = 400
+
+
+def step_function(times: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A counter changed by ``deltas`` at ``times`` (any order), as a step function: the
+    distinct times, sorted, and the counter's value from each of them until the next (every
+    change at a time applied, so a job starting when another ends costs nothing)."""
+    times = np.asarray(times, dtype=float)
+    deltas = np.asarray(deltas, dtype=float)
+    if not len(times):
+        return np.empty(0), np.empty(0)
+    order = np.argsort(times, kind="stable")
+    times, deltas = times[order], deltas[order]
+    distinct, first = np.unique(times, return_index=True)
+    return distinct, np.cumsum(np.add.reduceat(deltas, first))
+
+
+def busy_machines(attempts: pd.DataFrame) -> pd.DataFrame:
+    """Machines in use over time (``time`` in seconds, ``busy`` from then on): each attempt of
+    a job holds its processors from its start to its finish, killed attempts included."""
+    ran = attempts[(attempts["final_state"] != "REJECTED") & attempts["starting_time"].notna()]
+    size = ran["requested_number_of_resources"].to_numpy(dtype=float)
+    times, busy = step_function(
+        np.concatenate([ran["starting_time"].to_numpy(dtype=float), ran["finish_time"]]),
+        np.concatenate([size, -size]),
+    )
+    return pd.DataFrame({"time": times, "busy": busy})
+
+
+def queue_length(attempts: pd.DataFrame) -> pd.DataFrame:
+    """Jobs submitted but not started over time (``time`` in seconds, ``queued`` from then
+    on). A job killed at the divider is waiting again from its resubmission; rejected jobs
+    never wait."""
+    kept = attempts[attempts["final_state"] != "REJECTED"]
+    started = kept["starting_time"].dropna().to_numpy(dtype=float)
+    times, queued = step_function(
+        np.concatenate([kept["submission_time"].to_numpy(dtype=float), started]),
+        np.concatenate([np.ones(len(kept)), -np.ones(len(started))]),
+    )
+    return pd.DataFrame({"time": times, "queued": queued})
+
+
+def step_means(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The time-weighted mean of a step function (``values[i]`` from ``times[i]`` to
+    ``times[i + 1]``, 0 before the first time, the last value after the last) over each bin
+    ``edges[k]`` to ``edges[k + 1]``: the difference of its integral at the edges."""
+    times = np.asarray(times, dtype=float)
+    values = np.asarray(values, dtype=float)
+    edges = np.asarray(edges, dtype=float)
+    if not len(times):
+        return np.zeros(len(edges) - 1)
+    integral_at_times = np.concatenate([[0.0], np.cumsum(values[:-1] * np.diff(times))])
+    index = np.searchsorted(times, edges, side="right") - 1
+    inside = index >= 0
+    clipped = np.maximum(index, 0)
+    integral = np.where(
+        inside, integral_at_times[clipped] + values[clipped] * (edges - times[clipped]), 0.0
+    )
+    return np.diff(integral) / np.diff(edges)
+
+
+def bin_width(span: float) -> tuple[float, str]:
+    """The timeline's bin width (seconds) and its name for a run of ``span`` seconds."""
+    for width, name in BIN_WIDTHS:
+        if span / width <= MAX_BINS:
+            return width, name
+    return BIN_WIDTHS[-1]
+
+
+def machines(run: Run) -> int:
+    """The number of machines of the run's platform. A run folder does not write it down (a
+    summary that does, as ``nb_machines``, is believed): it is the count that turns the
+    processor time of the job table into the summary's utilisation (processor time over
+    machines x makespan), never fewer than the most machines in use at once."""
+    recorded = run.summary.get("nb_machines")
+    if isinstance(recorded, int) and recorded > 0:
+        return recorded
+    attempts = run.attempts()
+    busy = busy_machines(attempts)["busy"]
+    peak = int(busy.max()) if len(busy) else 0
+    ran = attempts[attempts["final_state"] != "REJECTED"]
+    area = float((ran["requested_number_of_resources"] * ran["execution_time"]).sum())
+    utilisation = run.summary.get("utilisation") or 0.0
+    makespan = run.summary.get("makespan") or 0.0
+    if utilisation > 0 and makespan > 0:
+        return max(round(area / (utilisation * makespan)), peak, 1)
+    return max(peak, 1)
+
+
+def timeline(run: Run, nb_machines: int | None = None) -> tuple[pd.DataFrame, str]:
+    """The utilisation (share of machines busy) and the queue length (jobs waiting), averaged
+    over time in bins from the first submission to the last finish (``start`` and ``end`` in
+    days from the trace's time 0; the last bin ends with the run), and the bins' name
+    (``daily``...)."""
+    attempts = run.attempts()
+    nb_machines = nb_machines or machines(run)
+    busy = busy_machines(attempts)
+    queued = queue_length(attempts)
+    if busy.empty:
+        return pd.DataFrame(columns=["start", "end", "utilisation", "queued"]), "daily"
+    first = float(attempts["submission_time"].min())
+    last = float(busy["time"].iloc[-1])
+    width, name = bin_width(last - first)
+    edges = np.append(np.arange(first, last, width), last)
+    return (
+        pd.DataFrame(
+            {
+                "start": edges[:-1] / DAY,
+                "end": edges[1:] / DAY,
+                "utilisation": step_means(busy["time"], busy["busy"], edges) / nb_machines,
+                "queued": step_means(queued["time"], queued["queued"], edges),
+            }
+        ),
+        name,
+    )
+
+
+def wait_cdf(waits: np.ndarray) -> pd.DataFrame:
+    """The empirical distribution of waiting times: each distinct wait (``wait_hours``) and
+    the share of jobs that waited at most that long."""
+    values, counts = np.unique(np.asarray(waits, dtype=float), return_counts=True)
+    return pd.DataFrame(
+        {"wait_hours": values / HOUR, "share": np.cumsum(counts) / max(counts.sum(), 1)}
+    )
+
+
+def waits(run: Run) -> np.ndarray:
+    """Every executed job's wait in seconds, from its first submission to the start of its
+    last attempt (the summary's ``mean_wait`` is their mean)."""
+    return with_job_metrics(run.jobs())["wait"].to_numpy(dtype=float)
+
+
+def comparison(runs: list[Run]) -> pd.DataFrame:
+    """Per policy and variant: mean bounded slowdown, mean wait (hours) and utilisation, as
+    the runs' summaries say."""
+    rows = [
+        (
+            run.policy,
+            run.variant,
+            run.summary.get("mean_bsld"),
+            (run.summary.get("mean_wait") or 0.0) / HOUR,
+            run.summary.get("utilisation"),
+        )
+        for run in runs
+    ]
+    return pd.DataFrame(
+        rows, columns=["policy", "variant", "mean_bsld", "mean_wait_hours", "utilisation"]
+    )

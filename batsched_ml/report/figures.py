@@ -16,6 +16,7 @@ matplotlib.use("Agg")  # files only: no screen
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from batsched_ml.report import data
 from batsched_ml.report.data import Run
@@ -208,6 +209,171 @@ def runtimes(runs: list[Run], trace: str) -> Figure | None:
     return fig
 
 
+def _colour(variant: str) -> str | None:
+    return COLOURS.get(variant)
+
+
+def timelines(runs: list[Run], trace: str) -> Figure | None:
+    """Utilisation and queue length over time, one row of two panels per run (shared axes,
+    so rows compare at a glance)."""
+    series = [(run, *data.timeline(run)) for run in runs]
+    series = [(run, table, name) for run, table, name in series if not table.empty]
+    if not series:
+        return None
+    rows = len(series)
+    # constrained layout keeps the suptitle off the first row however many rows there are
+    fig, axes = plt.subplots(
+        rows,
+        2,
+        figsize=(11, 1.0 + 1.55 * rows),
+        squeeze=False,
+        sharex=True,
+        sharey="col",
+        layout="constrained",
+    )
+    for (run, table, _name), (left, right) in zip(series, axes, strict=True):
+        edges = np.append(table["start"].to_numpy(), table["end"].iloc[-1])
+        weights = table["end"] - table["start"]
+        utilisation = 100 * np.average(table["utilisation"], weights=weights)
+        queued = np.average(table["queued"], weights=weights)
+        colour = _colour(run.variant) or "C0"
+        left.stairs(100 * table["utilisation"], edges, fill=True, color=colour, alpha=0.8)
+        right.stairs(table["queued"], edges, fill=True, color=colour, alpha=0.8)
+        label = f"{run.policy.upper()} ({run.variant})"
+        left.set_title(f"{label}: mean {utilisation:.1f} %", loc="left", fontsize=9)
+        right.set_title(
+            f"{label}: mean {queued:,.1f}, most {table['queued'].max():,.0f} jobs",
+            loc="left",
+            fontsize=9,
+        )
+        left.set_ylim(0, 100)
+        left.set_ylabel("machines\nbusy (%)")
+        right.set_ylabel("jobs waiting")
+        right.set_ylim(bottom=0)
+        for ax in (left, right):
+            ax.grid(alpha=0.3)
+            ax.set_xlim(edges[0], edges[-1])
+    for ax in axes[-1]:
+        ax.set_xlabel("day of the trace")
+    name = series[0][2]
+    fig.suptitle(f"{trace}: utilisation and queue length over time ({name} means)")
+    return fig
+
+
+#: Waits below this (a minute) are drawn at it: the log axis cannot show 0.
+WAIT_FLOOR_HOURS = 1 / 60
+
+
+def _hours_label(value: float, _position: object = None) -> str:
+    return "≤ 1 min" if np.isclose(value, WAIT_FLOOR_HOURS) else f"{value:g}"
+
+
+def wait_distribution(runs: list[Run], trace: str) -> Figure | None:
+    """The distribution of waiting times (CDF, log hours), one panel per policy, one line per
+    variant, one legend under the panels."""
+    curves = [(run, data.wait_cdf(data.waits(run))) for run in runs]
+    curves = [(run, cdf) for run, cdf in curves if not cdf.empty]
+    if not curves:
+        return None
+    policies = list(dict.fromkeys(run.policy for run, _cdf in curves))
+    columns = min(len(policies), 2)
+    rows = -(-len(policies) // columns)
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(11, 1.3 + 3.0 * rows),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        layout="constrained",
+    )
+    top = max(WAIT_FLOOR_HOURS * 10, *(cdf["wait_hours"].iloc[-1] for _run, cdf in curves))
+    # the y axis starts at the 10 % step below the lowest share of jobs that waited under a
+    # minute: below it every curve is flat, and the differences are above
+    lowest = min(
+        float(np.interp(WAIT_FLOOR_HOURS, cdf["wait_hours"], cdf["share"], left=0))
+        for _run, cdf in curves
+    )
+    bottom = 10 * np.floor(10 * lowest - 1e-9) if lowest < 1 else 0.0
+    bottom = max(0.0, min(bottom, 90.0))
+    handles: dict[str, object] = {}
+    for ax, policy in zip(axes.flat, policies, strict=False):
+        for run, cdf in curves:
+            if run.policy != policy:
+                continue
+            hours, share = cdf["wait_hours"].to_numpy(), cdf["share"].to_numpy()
+            below = hours < WAIT_FLOOR_HOURS
+            start = share[below][-1] if below.any() else 0.0
+            (line,) = ax.step(  # from the share that waited under a minute to 100 %
+                np.concatenate([[WAIT_FLOOR_HOURS], hours[~below], [top * 1.5]]),
+                100 * np.concatenate([[start], share[~below], [1.0]]),
+                where="post",
+                label=run.variant,
+                color=_colour(run.variant),
+                linewidth=1.3,
+            )
+            handles.setdefault(run.variant, line)
+        ax.set_title(policy.upper(), loc="left", fontsize=10)
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(policies) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("jobs that waited\nat most this long (%)")
+    decades = range(-1, int(np.floor(np.log10(top * 1.5))) + 1)
+    ticks = [WAIT_FLOOR_HOURS, *(10.0**k for k in decades)]
+    for ax in axes.flat:
+        ax.set_xlim(WAIT_FLOOR_HOURS, top * 1.5)
+        ax.set_ylim(bottom, 100.5)
+        ax.set_xticks(ticks)
+        ax.xaxis.set_major_formatter(FuncFormatter(_hours_label))
+        ax.xaxis.set_tick_params(labelbottom=True)
+        ax.set_xlabel("waiting time (hours, log scale)")
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncol=min(len(handles), 5),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.suptitle(f"{trace}: distribution of waiting times")
+    return fig
+
+
+def comparison(runs: list[Run], trace: str) -> Figure | None:
+    """Mean bounded slowdown, mean wait and utilisation per policy and variant."""
+    table = data.comparison(runs)
+    if table.empty:
+        return None
+    table = table.assign(utilisation_percent=100 * table["utilisation"].astype(float))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for ax, column, ylabel, title in zip(
+        axes,
+        ("mean_bsld", "mean_wait_hours", "utilisation_percent"),
+        ("mean bounded slowdown", "mean wait (hours)", "utilisation (%)"),
+        (
+            "bounded slowdown: lower is better",
+            "wait: lower is better",
+            "utilisation: higher is better",
+        ),
+        strict=True,
+    ):
+        _grouped_bars(ax, table, column, ylabel)
+        ax.set_title(title, fontsize=10)
+        crowded = len(table) > 8  # upright labels would run into each other
+        for container in ax.containers:
+            ax.bar_label(
+                container, fmt="%.3g", fontsize=7, padding=2, rotation=90 if crowded else 0
+            )
+        ax.margins(y=0.25 if crowded else 0.15)
+    axes[2].set_ylim(0, 115 if len(table) > 8 else 105)
+    axes[2].set_yticks(range(0, 101, 20))
+    _legend_below(fig, axes[0])
+    fig.suptitle(f"{trace}: policies and variants at a glance")
+    return fig
+
+
 FIGURES = (
     ("runtimes", runtimes, "Requested and actual runtimes, with the divider (Figure 1)"),
     ("weekly-quality", weekly_quality, "Weekly accuracy, precision and recall (Figure 4)"),
@@ -216,6 +382,30 @@ FIGURES = (
     ("monthly-bsld", monthly_bsld, "Monthly mean bounded slowdown (Figure 7)"),
     ("class-bsld", class_bsld, "Bounded slowdown of small and large jobs (Figure 8)"),
     ("total-bsld", total_bsld, "Total bounded slowdown per variant (Figure 9)"),
+    (
+        "comparison",
+        comparison,
+        "Policies and variants at a glance: mean bounded slowdown and mean wait in hours "
+        "(lower is better) and utilisation, the share of the machines' time used by jobs "
+        "(higher is better; the runs of one trace do the same work, so it differs only through "
+        "the makespan and the values are close), from each run's summary.",
+    ),
+    (
+        "utilisation-queue",
+        timelines,
+        "Utilisation (share of machines busy, left) and queue length (jobs submitted but not "
+        "started, right) over the days of the trace, one row per run, averaged over each bin "
+        "(the bin width is in the title); higher utilisation and shorter queues are better, "
+        "and a long queue while machines sit idle means jobs too large or too long to fit.",
+    ),
+    (
+        "wait-distribution",
+        wait_distribution,
+        "Distribution of waiting times (submission to start), one panel per policy, one line "
+        "per variant: the share of jobs that waited at most the time on the x axis (hours, "
+        "log scale). A curve higher and further left is better; its height at the left edge "
+        "is the share of jobs that waited less than a minute.",
+    ),
 )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from batsched_ml.report.data import Run, by_trace, find_runs, one_per_figure
+from batsched_ml.report.data import Run, by_trace, find_runs, machines, one_per_figure
 from batsched_ml.report.figures import draw_trace
 
 COLUMNS = (
@@ -47,7 +47,10 @@ EXPLANATION = (
     "helps.</li>"
     "<li><b>Waits</b> in hours, from submission to start. <b>Kills</b>: jobs classified small "
     "that reached the divider, killed and resubmitted as large. <b>Accuracy</b>: share of jobs "
-    "classified right. <b>Utilisation</b>: processor time used over machines x makespan.</li>"
+    "classified right. <b>Utilisation</b>: processor time used over machines x makespan "
+    "(the figures' share of machines busy, averaged over time); higher is better. <b>Queue "
+    "length</b>: jobs submitted but not started yet (a job killed at the divider waits again "
+    "from its resubmission); lower is better.</li>"
     "</ul>"
 )
 
@@ -83,6 +86,10 @@ def _cell(value: object) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return html.escape(str(value))
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def _table_html(table: pd.DataFrame) -> str:
@@ -122,16 +129,20 @@ def write_report(paths: list[str | Path], out_dir: str | Path) -> Path:
             f"<figcaption>{html.escape(caption)} ({html.escape(name)})</figcaption></figure>"
             for name, caption in figures
         )
+        sizes = sorted({machines(run) for run in trace_runs})
+        platform = " or ".join(f"{n:,}" for n in sizes)
         sections.append(
-            f"<h2>{html.escape(trace)}</h2><p>{len(trace_runs)} runs.</p>"
+            f"<h2>{html.escape(trace)}</h2><p>{_count(len(trace_runs), 'run')} on {platform} "
+            "machines.</p>"
             f"{_table_html(table)}{images}"
         )
     pd.concat(tables).to_csv(out / "summary.csv", index=False)
     page = out / "index.html"
+    sources = ", ".join(Path(p).name for p in paths)
     page.write_text(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>batsched-ml report</title>"
         f"<style>{STYLE}</style></head><body><h1>batsched-ml report</h1>"
-        f"<p>{len(runs)} runs from {html.escape(', '.join(Path(p).name for p in paths))}.</p>"
+        f"<p>{_count(len(runs), 'run')} from {html.escape(sources)}.</p>"
         f"{EXPLANATION}" + "".join(sections) + "</body></html>\n"
     )
     return page
