@@ -9,7 +9,6 @@ section 6.1) and the five variants (Figure 9). ``batsched-ml paper-results`` is 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -280,7 +279,3 @@ def report(summaries: dict[Run, dict[str, Any]], traces: list[str]) -> str:
     if analysis.exists():
         lines += ["", analysis.read_text().rstrip()]
     return "\n".join(lines) + "\n"
-
-
-def default_workers() -> int:
-    return max(1, min(2, os.cpu_count() or 1))

@@ -18,14 +18,6 @@ from typing import Any, ClassVar
 
 from procset import ProcSet
 
-#: ``job_state`` values that can appear in ``JOB_COMPLETED``.
-JOB_STATES = (
-    "COMPLETED_SUCCESSFULLY",
-    "COMPLETED_FAILED",
-    "COMPLETED_WALLTIME_REACHED",
-    "COMPLETED_KILLED",
-)
-
 
 @dataclass(slots=True)
 class Event:

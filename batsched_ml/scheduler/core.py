@@ -81,10 +81,6 @@ class RunningJob:
     end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
     corrections: int = 0
 
-    @property
-    def expected_end(self) -> float:
-        return self.start + self.est
-
 
 class EasyScheduler:
     """EASY backfilling with a queue policy and a starvation threshold.
@@ -413,9 +409,6 @@ class EasyScheduler:
         return [ExecuteJob(now, entry.job.id, procset_of(mask))]
 
     # --- introspection --------------------------------------------------------------------
-
-    def machines_in_use(self) -> int:
-        return self.nb_machines - self.free.bit_count()
 
     def check_consistency(self) -> None:
         """Assert the internal invariants (used by tests)."""

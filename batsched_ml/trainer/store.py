@@ -70,30 +70,6 @@ class ModelStore:
                 return entry
         return None
 
-    def save(
-        self,
-        week: int,
-        arrays: dict[str, np.ndarray],
-        meta: dict[str, Any],
-        *,
-        record: bool = True,
-    ) -> dict:
-        """Write the compiled forest of ``week`` (and, with ``record``, its manifest entry);
-        return the entry."""
-        data = sio.dumps(arrays, compression=0)
-        name = f"week-{week:04d}.skops"
-        _atomic_write(self.root / name, data)
-        entry = {
-            "week": week,
-            "file": name,
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "features": list(FEATURE_NAMES),
-            **meta,
-        }
-        if record:
-            self.record(entry)
-        return entry
-
     def serialise(
         self, week: int, arrays: dict[str, np.ndarray], meta: dict[str, Any]
     ) -> tuple[dict[str, Any], bytes]:

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from batsched_ml.workload.swf import SwfError, SwfTrace
 
@@ -234,8 +233,3 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
     if isinstance(data["unix_start_time"], float):
         data["unix_start_time"] = _number(data["unix_start_time"])
     return BatsimWorkload(data=data, report=report)
-
-
-def workload_frame(workload: dict[str, Any]) -> pd.DataFrame:
-    """The jobs of a Batsim workload as a DataFrame (one row per job, its keys as columns)."""
-    return pd.DataFrame.from_records(workload["jobs"])

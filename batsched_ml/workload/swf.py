@@ -99,14 +99,6 @@ class SwfHeader:
         return self._int("MaxNodes")
 
     @property
-    def max_jobs(self) -> int | None:
-        return self._int("MaxJobs")
-
-    @property
-    def max_records(self) -> int | None:
-        return self._int("MaxRecords")
-
-    @property
     def unix_start_time(self) -> int | None:
         return self._int("UnixStartTime")
 
