@@ -16,7 +16,7 @@ matplotlib.use("Agg")  # files only: no screen
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from batsched_ml.report import data
 from batsched_ml.report.data import Run
@@ -134,9 +134,8 @@ def total_bsld(runs: list[Run], trace: str) -> Figure | None:
         return None
     fig, ax = plt.subplots(figsize=(9, 3.6))
     _grouped_bars(ax, table, "total_bsld", "total bounded slowdown")
-    ax.legend(fontsize=7)
     ax.set_title(f"{trace}: total bounded slowdown per variant (Figure 9)")
-    fig.tight_layout()
+    _legend_below(fig, ax)
     return fig
 
 
@@ -157,12 +156,12 @@ def weekly_quality(runs: list[Run], trace: str) -> Figure | None:
     for column in ("accuracy", "precision", "recall"):
         ax.plot(table["week"], table[column], label=column, marker=".", linewidth=1)
     ax.set_xlabel("week")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # weeks, never 1.2
     ax.set_ylabel("share")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
     ax.set_title(f"{trace}: weekly classification quality, {run.policy.upper()} (Figure 4)")
-    fig.tight_layout()
+    _legend_below(fig, ax)
     return fig
 
 
@@ -203,9 +202,8 @@ def runtimes(runs: list[Run], trace: str) -> Figure | None:
     ax.set_xscale("log")
     ax.set_xlabel("seconds")
     ax.set_ylabel("jobs")
-    ax.legend(fontsize=8)
     ax.set_title(f"{trace}: requested and actual runtimes (Figure 1)")
-    fig.tight_layout()
+    _legend_below(fig, ax)
     return fig
 
 
@@ -260,6 +258,16 @@ def timelines(runs: list[Run], trace: str) -> Figure | None:
     return fig
 
 
+#: Line styles of the variants where their curves may lie on top of each other: the one drawn
+#: last is dashed, and the one under it shows through.
+LINESTYLES = {
+    "base": "-",
+    "classification": (0, (6, 2)),
+    "classification-idempotent": (0, (3, 2)),
+    "class-clairvoyant": (0, (6, 2, 1, 2)),
+    "runtime-clairvoyant": (0, (1, 1.5)),
+}
+
 #: Waits below this (a minute) are drawn at it: the log axis cannot show 0.
 WAIT_FLOOR_HOURS = 1 / 60
 
@@ -310,7 +318,8 @@ def wait_distribution(runs: list[Run], trace: str) -> Figure | None:
                 where="post",
                 label=run.variant,
                 color=_colour(run.variant),
-                linewidth=1.3,
+                linestyle=LINESTYLES.get(run.variant, "-"),
+                linewidth=1.4,
             )
             handles.setdefault(run.variant, line)
         ax.set_title(policy.upper(), loc="left", fontsize=10)
@@ -404,7 +413,8 @@ FIGURES = (
         "Distribution of waiting times (submission to start), one panel per policy, one line "
         "per variant: the share of jobs that waited at most the time on the x axis (hours, "
         "log scale). A curve higher and further left is better; its height at the left edge "
-        "is the share of jobs that waited less than a minute.",
+        "is the share of jobs that waited a minute or less (the y axis starts just below the "
+        "lowest such share).",
     ),
 )
 
