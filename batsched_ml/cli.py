@@ -232,10 +232,6 @@ def _cmd_trainer(args: argparse.Namespace) -> int:
     from batsched_ml.trainer.server import run_trainer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s trainer %(levelname)s %(message)s")
-    delays = {}
-    for item in args.fault_delay or []:
-        week, seconds = item.split(":")
-        delays[int(week)] = float(seconds)
     store = Path(args.store)
     run_trainer(
         args.socket,
@@ -243,8 +239,6 @@ def _cmd_trainer(args: argparse.Namespace) -> int:
         Path(args.db) if args.db else store / "history.sqlite",
         ForestParams(n_estimators=args.trees, window=args.window),
         idle_timeout=args.idle_timeout,
-        fault_delay=delays,
-        fault_crash_week=args.fault_crash_week,
         on_bound=lambda endpoint: print(f"trainer listening on {endpoint}", flush=True),
     )
     return 0
@@ -724,10 +718,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stop after this long without a request (default: never)",
     )
-    trainer.add_argument(
-        "--fault-delay", action="append", metavar="WEEK:SECONDS", help=argparse.SUPPRESS
-    )
-    trainer.add_argument("--fault-crash-week", type=int, help=argparse.SUPPRESS)
     trainer.set_defaults(handler=_cmd_trainer)
 
     batsim = commands.add_parser(

@@ -4,6 +4,7 @@ in-process trainer, and the faults the scheduler must survive."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -16,13 +17,19 @@ import skops.io as sio
 import zmq
 from sklearn.ensemble import RandomForestClassifier
 
+from batsched_ml.errors import ConfigError
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
 from batsched_ml.trainer.client import RemoteTrainer
 from batsched_ml.trainer.process import free_tcp_endpoint, trainer_command
 from batsched_ml.trainer.schema import encode
-from batsched_ml.trainer.server import History, TrainerService
+from batsched_ml.trainer.server import (
+    FAULTS_VARIABLE,
+    History,
+    TrainerService,
+    faults_from_environment,
+)
 from batsched_ml.trainer.store import ModelRejected, ModelStore
 from tests.conftest import workload_head
 
@@ -268,15 +275,15 @@ def test_a_model_file_that_is_not_a_well_formed_forest_is_rejected(
 def trainer_process(tmp_path: Path):
     processes = []
 
-    def start(*extra: str) -> str:
+    def start(faults: str | None = None) -> str:
+        """A ``batsched-ml trainer`` process; ``faults``: its ``BATSCHED_ML_TRAINER_FAULTS``."""
         endpoint = free_tcp_endpoint()
         command = trainer_command(
             endpoint, tmp_path / "models", tmp_path / "t.sqlite", ForestParams()
         )
+        env = {**os.environ, FAULTS_VARIABLE: faults} if faults is not None else None
         processes.append(
-            subprocess.Popen(
-                [*command, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
+            subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         )
         return endpoint
 
@@ -323,7 +330,7 @@ def test_no_trainer_means_every_job_large_and_the_run_completes(kth_workload, tm
 def test_a_trainer_crashing_mid_training_leaves_the_last_good_model(
     kth_workload, trainer_process, tmp_path
 ) -> None:
-    endpoint = trainer_process("--fault-crash-week", "3")
+    endpoint = trainer_process(faults="crash=3")
     remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=5)
     remote.wait_ready(60)
     result = classified(kth_workload, remote)
@@ -338,7 +345,7 @@ def test_a_trainer_crashing_mid_training_leaves_the_last_good_model(
 def test_a_slow_trainer_is_skipped_for_that_week_and_used_again_after(
     kth_workload, trainer_process, tmp_path
 ) -> None:
-    endpoint = trainer_process("--fault-delay", "2:8")
+    endpoint = trainer_process(faults="delay=2:8")
     remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=4)
     remote.wait_ready(60)
     result = classified(kth_workload, remote)
@@ -354,6 +361,26 @@ def test_a_slow_trainer_is_skipped_for_that_week_and_used_again_after(
     assert weeks[2].has_model and weeks[2].divider == weeks[1].divider  # week 1's model kept
     assert weeks[4].has_model and weeks[4].n_train > weeks[1].n_train  # newer models picked up
     remote.close(stop=True)
+
+
+def test_fault_injection_is_read_from_the_environment_only() -> None:
+    """The faults are no command-line option of ``batsched-ml trainer``; the variable is parsed
+    strictly, so a test cannot run without the fault it asked for."""
+    from batsched_ml.cli import UsageError, build_parser
+
+    assert faults_from_environment({}) == {}
+    assert faults_from_environment({FAULTS_VARIABLE: ""}) == {}
+    assert faults_from_environment({FAULTS_VARIABLE: "delay=2:8; delay=5:0.5;crash=3"}) == {
+        "fault_delay": {2: 8.0, 5: 0.5},
+        "fault_crash_week": 3,
+    }
+    for bad in ("delay=2", "crash=x", "slow=2:8", "delay=2:8:1"):
+        with pytest.raises(ConfigError, match=FAULTS_VARIABLE):
+            faults_from_environment({FAULTS_VARIABLE: bad})
+    for option in (["--fault-delay", "2:8"], ["--fault-crash-week", "3"]):
+        with pytest.raises(UsageError) as refused:
+            build_parser().parse_args(["trainer", *option])
+        assert "unrecognized arguments" in refused.value.line
 
 
 def test_a_rejected_model_file_is_never_used(kth_workload, tmp_path) -> None:
@@ -420,7 +447,7 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
 
     params = ForestParams()
     owned = TrainerProcess(
-        tmp_path / "models", tmp_path / "t.sqlite", params, ["--fault-delay", "20:30"]
+        tmp_path / "models", tmp_path / "t.sqlite", params, {FAULTS_VARIABLE: "delay=20:30"}
     )
     remote = RemoteTrainer(owned.endpoint, tmp_path / "models", params, deadline=5, process=owned)
     remote.wait_ready(60)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from batsched_ml.predict.forest import ForestParams
@@ -44,19 +45,21 @@ def trainer_command(
 class TrainerProcess:
     """A side trainer process owned by one run: started on a free loopback port, restarted on
     the same port if it dies (with its database, so it resumes from the stored history), and
-    stopped at the end. Its output goes to ``STORE/trainer.log``."""
+    stopped at the end. Its output goes to ``STORE/trainer.log``. ``environment``: variables
+    added to this process's environment for it (the tests' fault injection,
+    :data:`~batsched_ml.trainer.server.FAULTS_VARIABLE`)."""
 
     def __init__(
         self,
         store_dir: Path,
         db_path: Path,
         params: ForestParams,
-        extra_args: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.db_path = Path(db_path)
         self.params = params
-        self.extra_args = list(extra_args)
+        self.environment = dict(environment or {})
         self.endpoint = free_tcp_endpoint()
         self.restarts = 0
         self.store_dir.mkdir(parents=True, exist_ok=True)
@@ -67,10 +70,11 @@ class TrainerProcess:
         with (self.store_dir / "trainer.log").open("ab") as log:
             # its own session: a Ctrl-C at the terminal reaches the run, which stops it
             return subprocess.Popen(
-                [*command, *self.extra_args],
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, **self.environment} if self.environment else None,
             )
 
     def exit_code(self) -> int | None:

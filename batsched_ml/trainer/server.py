@@ -6,19 +6,27 @@ trainer resumes where it stopped: the scheduler asks how much it has (``hello``)
 the rest. Training uses :func:`batsched_ml.predict.training.fit_week`, the same function as the
 in-process trainer, on the first N jobs the scheduler names, so a replay gives the same models,
 hence the same schedule, whichever trainer it uses. Each model goes to the :class:`ModelStore`.
+
+Fault injection, for the tests of how a scheduler weathers a failing trainer: a trainer
+process started with ``BATSCHED_ML_TRAINER_FAULTS`` in its environment (see
+:func:`faults_from_environment`) sleeps in, or crashes while, training the weeks it names. It is
+no command-line option: users never see it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from batsched_ml.errors import ConfigError
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import fit_week
@@ -26,6 +34,40 @@ from batsched_ml.trainer.schema import REQUESTS, SchemaError, check_train, decod
 from batsched_ml.trainer.store import ModelStore
 
 log = logging.getLogger("batsched_ml.trainer")
+
+#: The environment variable of the test-only fault injection (:func:`faults_from_environment`).
+FAULTS_VARIABLE = "BATSCHED_ML_TRAINER_FAULTS"
+
+
+def faults_from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The :class:`TrainerService` fault keywords that ``BATSCHED_ML_TRAINER_FAULTS`` asks for:
+    items separated by ``;``, each ``delay=WEEK:SECONDS`` (sleep that long before training
+    ``WEEK``; repeatable) or ``crash=WEEK`` (exit with status 3 when asked to train ``WEEK``).
+    Unset or empty: no fault. A malformed value raises :class:`ConfigError` (the trainer does not
+    start), so that a test cannot silently run without the fault it asked for."""
+    text = environ.get(FAULTS_VARIABLE, "").strip()
+    delays: dict[int, float] = {}
+    crash: int | None = None
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        kind, _, value = item.partition("=")
+        try:
+            if kind.strip() == "delay":
+                week, seconds = value.split(":")
+                delays[int(week)] = float(seconds)
+            elif kind.strip() == "crash":
+                crash = int(value)
+            else:
+                raise ValueError(item)
+        except ValueError:
+            raise ConfigError(
+                f"{FAULTS_VARIABLE}: {item!r}: expected delay=WEEK:SECONDS or crash=WEEK"
+            ) from None
+    faults: dict[str, Any] = {}
+    if delays:
+        faults["fault_delay"] = delays
+    if crash is not None:
+        faults["fault_crash_week"] = crash
+    return faults
 
 
 class History:
@@ -274,19 +316,15 @@ def run_trainer(
     params: ForestParams,
     *,
     idle_timeout: float | None = None,
-    fault_delay: dict[int, float] | None = None,
-    fault_crash_week: int | None = None,
     on_bound: Any = None,
 ) -> None:
     """Serve training requests on ``endpoint`` until a ``stop`` request (or ``idle_timeout``
-    seconds without any request)."""
-    service = TrainerService(
-        ModelStore(store_dir),
-        History(db_path),
-        params,
-        fault_delay=fault_delay,
-        fault_crash_week=fault_crash_week,
-    )
+    seconds without any request). The faults of ``BATSCHED_ML_TRAINER_FAULTS``, if set, are
+    injected (tests only)."""
+    faults = faults_from_environment()
+    if faults:
+        log.warning("fault injection (%s): %s", FAULTS_VARIABLE, faults)
+    service = TrainerService(ModelStore(store_dir), History(db_path), params, **faults)
     from batsched_ml.transport import bind_rep
 
     try:
