@@ -43,12 +43,16 @@ from collections import deque
 from collections.abc import Generator
 from typing import Any
 
-SLEEP, ISEND, IRECV, WAIT, CREATE, KILL, EXCHANGE = range(7)
+SLEEP, PUT, GET, WAIT, CREATE, KILL, EXCHANGE = range(7)
 
 NO_MAX_DURATION = -1.0
 TIMING_PRECISION = 1e-9  # sg_surf_precision ("surf/precision")
 WORK_PRECISION = 1e-5 * 1e-9  # sg_maxmin_precision * sg_surf_precision
 COMM_RATE = 1e12  # a 1-byte message over 1 TBps links: the ptask's rate (fraction per second)
+# A step shorter than half an ulp of 2**14 (2**-39 s) leaves every duration >= 2**14 unchanged
+# (``fl(m - step) == m``): a transfer's 1e-12 s step only touches the shorter sleeps.
+_UNMOVED_FROM = 16384.0
+_TINY_STEP = 2.0**-39
 
 Simcall = tuple[Any, ...]
 ActorCode = Generator[Simcall, Any, None]
@@ -59,57 +63,69 @@ class KernelError(RuntimeError):
 
 
 class Actor:
-    """A SimGrid actor: a generator of simcalls, the answer to its last one, its pending call."""
+    """A SimGrid actor: a generator of simcalls, the answer to its last one, its pending call.
 
-    __slots__ = ("answer", "call", "dead", "gen", "name", "sleep")
+    ``preset`` is the simcall the actor is known to issue next without running its code: after
+    starting a put or a get, Batsim's actors always wait for it (``Mailbox::put``/``get`` are
+    ``start()->wait()``), so the kernel issues that wait itself, in the same sub-round the actor
+    would have, and skips resuming the generator.
+    """
+
+    __slots__ = ("answer", "call", "dead", "gen", "name", "preset", "sleep")
 
     def __init__(self, name: str, gen: ActorCode) -> None:
         self.name = name
         self.gen = gen
         self.answer: Any = None
         self.call: Simcall | None = None
+        self.preset: Simcall | None = None
         self.dead = False
-        self.sleep: Action | None = None
+        self.sleep: Sleep | None = None
 
 
 class Comm:
     """A mailbox communication: a send and a receive, matched or waiting for their peer."""
 
-    __slots__ = ("done", "is_send", "payload", "waiting")
+    __slots__ = ("done", "is_send", "key", "payload", "remains", "waiting")
 
     def __init__(self, is_send: bool, payload: Any = None) -> None:
         self.is_send = is_send
         self.payload = payload
         self.done = False
         self.waiting: list[Actor] = []
+        self.key = -1
+        self.remains = 1.0  # the ptask's cost is 1: it ends when 1 byte has crossed
 
 
-class Action:
-    """A model action: a sleep (``max_duration``) or a transfer (``remains`` at ``rate``)."""
+class Sleep:
+    """A sleep action: its remaining ``max_duration`` and the actor waiting for it."""
 
-    __slots__ = ("comm", "key", "max_duration", "rate", "remains", "sleeper")
+    __slots__ = ("actor", "key", "m")
 
-    def __init__(
-        self, key: int, max_duration: float, rate: float, sleeper: Actor | None, comm: Comm | None
-    ) -> None:
+    def __init__(self, key: int, m: float, actor: Actor) -> None:
         self.key = key
-        self.max_duration = max_duration
-        self.remains = 1.0
-        self.rate = rate
-        self.sleeper = sleeper
-        self.comm = comm
+        self.m = m
+        self.actor = actor
 
 
 class Kernel:
-    """The scheduling rounds, the clock and the actions; see the module's design note."""
+    """The scheduling rounds, the clock and the actions; see the module's design note.
+
+    Sleeps live in two dicts, in creation order: ``_long`` (remaining >= 2**14, which a
+    transfer's step cannot move) and ``_short``. ``_low`` is the sleep with the smallest
+    remaining duration: every sleep loses the same steps and rounding is monotonic, so the
+    order between two sleeps never changes and the lowest one stays lowest until it ends.
+    """
 
     def __init__(self) -> None:
         self.now = 0.0
         self.to_run: list[Actor] = []
-        self.actions: dict[int, Action] = {}  # insertion order = creation order (started set)
         self.mailboxes: dict[str, deque[Comm]] = {}
+        self._short: dict[int, Sleep] = {}
+        self._long: dict[int, Sleep] = {}
+        self._low: Sleep | None = None
+        self._comm: Comm | None = None  # the transfer under way (Batsim has one receiver)
         self._keys = 0
-        self._comms = 0  # transfers under way
         self.steps = 0
 
     # --- actors -----------------------------------------------------------------------
@@ -120,19 +136,20 @@ class Kernel:
         self.to_run.append(actor)
         return actor
 
-    def _answer(self, actor: Actor, value: Any = None) -> None:
-        actor.answer = value
-        self.to_run.append(actor)
-
     # --- the main loop ----------------------------------------------------------------
 
     def run(self) -> Generator[Any, Any, None]:
         """Run to the end; yield each message an actor hands out and resume it with the reply."""
+        handle = self._handle
         while True:
             while self.to_run:
                 ran = self.to_run
                 self.to_run = []
                 for actor in ran:
+                    if actor.preset is not None:
+                        actor.call = actor.preset
+                        actor.preset = None
+                        continue
                     try:
                         call = actor.gen.send(actor.answer)
                         while call[0] == EXCHANGE:
@@ -145,7 +162,7 @@ class Kernel:
                     actor.call = call
                 for actor in ran:
                     if actor.call is not None:
-                        self._handle(actor)
+                        handle(actor)
             if not self.solve():
                 return
 
@@ -154,12 +171,21 @@ class Kernel:
         assert call is not None
         actor.call = None
         kind = call[0]
-        if kind == SLEEP:
+        if kind == WAIT:
+            comm = call[1]
+            if comm.done:
+                actor.answer = comm.payload
+                self.to_run.append(actor)
+            else:
+                comm.waiting.append(actor)
+        elif kind == SLEEP:
             # s4u::this_actor::sleep_for: a no-op for durations <= 0 (the caller checks).
-            actor.sleep = self._add(call[1], 0.0, actor, None)
-        elif kind in (ISEND, IRECV):
-            is_send = kind == ISEND
-            box = self.mailboxes.setdefault(call[1], deque())
+            self._sleep(actor, call[1])
+        elif kind in (PUT, GET):
+            is_send = kind == PUT
+            box = self.mailboxes.get(call[1])
+            if box is None:
+                box = self.mailboxes[call[1]] = deque()
             peer = None
             for pending in box:
                 if pending.is_send != is_send:
@@ -174,85 +200,139 @@ class Kernel:
                 if is_send:
                     comm.payload = call[2]
                 self._start(comm)
-            self._answer(actor, comm)
-        elif kind == WAIT:
-            comm = call[1]
-            if comm.done:
-                self._answer(actor)
-            else:
-                comm.waiting.append(actor)
+            # answered: the actor's next simcall, next sub-round, is the wait
+            actor.preset = (WAIT, comm)
+            self.to_run.append(actor)
         elif kind == CREATE:
             new = self.spawn(call[1], call[2])
-            self._answer(actor, new)
+            actor.answer = new
+            self.to_run.append(actor)
         elif kind == KILL:
             victim: Actor = call[1]
             if not victim.dead:
                 victim.dead = True
                 if victim.sleep is not None:
-                    self.actions.pop(victim.sleep.key, None)
+                    self._cancel(victim.sleep)
                     victim.sleep = None
                 victim.gen.close()
-            self._answer(actor)
+            actor.answer = None
+            self.to_run.append(actor)
         else:  # pragma: no cover - a bug in an actor
             raise KernelError(f"unknown simcall {call!r} from {actor.name}")
 
-    def _add(self, max_duration: float, rate: float, sleeper: Actor | None, comm: Comm | None):
+    def _sleep(self, actor: Actor, duration: float) -> None:
         key = self._keys
-        self._keys += 1
-        action = Action(key, max_duration, rate, sleeper, comm)
-        self.actions[key] = action
-        return action
+        self._keys = key + 1
+        sleep = Sleep(key, duration, actor)
+        actor.sleep = sleep
+        if duration >= _UNMOVED_FROM:
+            self._long[key] = sleep
+        else:
+            self._short[key] = sleep
+        low = self._low
+        if low is None or duration < low.m:
+            self._low = sleep
+
+    def _cancel(self, sleep: Sleep) -> None:
+        self._short.pop(sleep.key, None)
+        self._long.pop(sleep.key, None)
+        if self._low is sleep:
+            self._low = self._lowest()
+
+    def _lowest(self) -> Sleep | None:
+        low = None
+        for group in (self._short, self._long):
+            for sleep in group.values():
+                if low is None or sleep.m < low.m:
+                    low = sleep
+        return low
 
     def _start(self, comm: Comm) -> None:
-        if self._comms:
+        if self._comm is not None:
             raise KernelError("two transfers at once: bandwidth sharing is not modelled")
-        self._comms += 1
-        self._add(NO_MAX_DURATION, COMM_RATE, None, comm)
+        comm.key = self._keys
+        self._keys += 1
+        self._comm = comm
 
     # --- time ---------------------------------------------------------------------------
 
     def solve(self) -> bool:
         """One step of the clock; False when nothing can happen any more."""
-        actions = self.actions
+        comm = self._comm
+        low = self._low
         step = -1.0
-        for action in actions.values():
-            if action.rate > 0:
-                value = action.remains / action.rate if action.remains > 0 else 0.0
-                if step < 0 or value < step:
-                    step = value
-            duration = action.max_duration
-            if duration >= 0 and (step < 0 or duration < step):
-                step = duration
-        if step < 0:
+        if comm is not None:
+            step = comm.remains / COMM_RATE if comm.remains > 0 else 0.0
+            if low is not None and low.m < step:
+                step = low.m
+        elif low is not None:
+            step = low.m
+        else:
             return False
         self.steps += 1
         self.now += step
-        ended: list[Action] = []
-        for action in list(actions.values()):
-            if action.rate > 0:
-                remains = action.remains - action.rate * step
-                action.remains = 0.0 if remains < WORK_PRECISION else remains
-                if action.remains <= 0:
-                    ended.append(action)
-                    del actions[action.key]
-                continue
-            duration = action.max_duration - step
-            if duration < TIMING_PRECISION:
-                ended.append(action)
-                del actions[action.key]
+        ended: list[Any] = []
+        if comm is not None:
+            remains = comm.remains - COMM_RATE * step
+            if remains < WORK_PRECISION:
+                ended.append(comm)
+                self._comm = None
             else:
-                action.max_duration = duration
+                comm.remains = remains
+        if low is not None:
+            precision = TIMING_PRECISION
+            done = 0
+            short = self._short
+            for sleep in short.values():
+                m = sleep.m - step
+                if m < precision:
+                    ended.append(sleep)
+                    done += 1
+                else:
+                    sleep.m = m
+            if step >= _TINY_STEP:
+                long = self._long
+                moved = []
+                for sleep in long.values():
+                    m = sleep.m - step
+                    if m < _UNMOVED_FROM:
+                        moved.append(sleep)
+                        if m < precision:
+                            ended.append(sleep)
+                            done += 1
+                            m = 0.0
+                    sleep.m = m
+                for sleep in moved:
+                    del long[sleep.key]
+                    if sleep.m >= precision:
+                        short[sleep.key] = sleep
+            if done:
+                lost = False
+                for action in ended:
+                    if type(action) is Sleep:
+                        short.pop(action.key, None)
+                        action.m = 0.0
+                        lost = lost or action is low
+                if lost:
+                    self._low = self._lowest()
+        if len(ended) > 1:
+            ended.sort(key=_key)  # handle_ended_actions: in the order actions were created
+        to_run = self.to_run
         for action in ended:
-            if action.comm is not None:
-                self._comms -= 1
-                comm = action.comm
-                comm.done = True
-                for waiting in comm.waiting:
-                    self._answer(waiting)
-                comm.waiting = []
+            if type(action) is Comm:
+                action.done = True
+                payload = action.payload
+                for waiting in action.waiting:
+                    waiting.answer = payload
+                    to_run.append(waiting)
+                action.waiting = []
             else:
-                sleeper = action.sleeper
-                assert sleeper is not None
-                sleeper.sleep = None
-                self._answer(sleeper)
+                actor = action.actor
+                actor.sleep = None
+                actor.answer = None
+                to_run.append(actor)
         return True
+
+
+def _key(action: Sleep | Comm) -> int:
+    return action.key

@@ -70,11 +70,10 @@ from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simgrid import (
     CREATE,
     EXCHANGE,
-    IRECV,
-    ISEND,
+    GET,
     KILL,
+    PUT,
     SLEEP,
-    WAIT,
     Actor,
     Kernel,
     Simcall,
@@ -348,8 +347,7 @@ class BatsimSimulator:
     @staticmethod
     def _put(payload: tuple[int, Any]) -> _Code:
         """``send_message``: a 1-byte put to the server's mailbox, waited for."""
-        comm = yield (ISEND, _SERVER, payload)
-        yield (WAIT, comm)
+        yield (PUT, _SERVER, payload)
 
     def _submitter(self, index: int) -> _Code:
         """``static_job_submitter_process``."""
@@ -379,9 +377,7 @@ class BatsimSimulator:
         yield from self._send_to_scheduler()
         handlers = self._handlers()
         while not self._end_ack:
-            comm = yield (IRECV, _SERVER)
-            yield (WAIT, comm)
-            kind, data = comm.payload
+            kind, data = yield (GET, _SERVER)
             effect = handlers[kind](data)
             if effect is not None:
                 created = yield effect
