@@ -395,17 +395,25 @@ def test_the_page_shows_the_new_figures_with_captions_and_is_reproducible(
         assert path.read_bytes() == (second / path.name).read_bytes(), path.name
 
 
-def test_the_system_view_of_200_000_jobs_takes_well_under_a_second() -> None:
-    """Vectorised: the step functions, their daily means and the waits' distribution of a
-    200,000-job table (about 0.1 s here; the bound leaves room for a slow machine)."""
-    import time
+def test_the_system_view_of_a_large_table_ends_empty_and_complete() -> None:
+    """The step functions and the waits' distribution of a 200,000-job table (their speed is
+    measured by benchmarks/bench_report.py, not here): every job leaves the queue and the
+    machines, the distribution reaches 1."""
+    attempts = _large_table(200_000)
+    busy = data.busy_machines(attempts)
+    queued = data.queue_length(attempts)
+    cdf = data.wait_cdf(attempts["starting_time"] - attempts["submission_time"])
+    assert queued["queued"].iloc[-1] == 0 and busy["busy"].iloc[-1] == 0
+    assert queued["queued"].min() == 0 and busy["busy"].max() > 0
+    assert cdf["share"].iloc[-1] == 1.0
 
+
+def _large_table(count: int) -> pd.DataFrame:
     rng = np.random.default_rng(0)
-    count = 200_000
     submission = np.sort(rng.uniform(0, 3e7, count)).round()
     start = submission + rng.exponential(3000, count).round()
     finish = start + rng.exponential(5000, count).round() + 1
-    attempts = pd.DataFrame(
+    return pd.DataFrame(
         {
             "submission_time": submission,
             "starting_time": start,
@@ -414,14 +422,3 @@ def test_the_system_view_of_200_000_jobs_takes_well_under_a_second() -> None:
             "final_state": "COMPLETED_SUCCESSFULLY",
         }
     )
-    began = time.perf_counter()
-    busy = data.busy_machines(attempts)
-    queued = data.queue_length(attempts)
-    edges = np.append(np.arange(0.0, finish.max(), 86_400.0), finish.max())
-    data.step_means(busy["time"], busy["busy"], edges)
-    data.step_means(queued["time"], queued["queued"], edges)
-    cdf = data.wait_cdf(start - submission)
-    elapsed = time.perf_counter() - began
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
-    assert queued["queued"].iloc[-1] == 0 and busy["busy"].iloc[-1] == 0
-    assert cdf["share"].iloc[-1] == 1.0
