@@ -22,6 +22,17 @@ def test_round_trip_and_canonical_form_match_procsets_own_constructor() -> None:
         assert list(built.intervals()) == list(procs.intervals())
 
 
+def test_procset_of_gives_a_new_procset_each_time() -> None:
+    """Built ProcSets are cached by mask: changing one handed out must not change the next."""
+    mask = mask_of(ProcSet((0, 3), 7))
+    first = procset_of(mask)
+    first.update(ProcSet(9))
+    first.difference_update(ProcSet(0))
+    assert procset_of(mask) == ProcSet((0, 3), 7)
+    assert procset_of(mask) is not procset_of(mask)
+    assert procset_of(0) == ProcSet()
+
+
 def test_lowest_takes_the_lowest_numbered_free_machines() -> None:
     free = mask_of(ProcSet((2, 4), (8, 9), 15))
     assert procset_of(lowest(free, 1)) == ProcSet(2)
