@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from batsched_ml.campaign import RunSpec
 
 PAPER_TRACES = (
     "KTH-SP2-1996-2.1-cln",
@@ -60,32 +60,13 @@ def short(trace: str) -> str:
     return "-".join(parts[:2]) if len(parts) > 2 and not parts[1].isdigit() else parts[0]
 
 
-@dataclass(frozen=True)
-class Run:
-    trace: str
-    policy: str
-    variant: str
-
-    def directory(self, root: Path) -> Path:
-        return root / self.trace / f"{self.policy}-{self.variant}"
-
-
-def plan(traces: Iterable[str], policies: Iterable[str], variants: Iterable[str]) -> list[Run]:
-    return [Run(t, p, v) for t in traces for p in policies for v in variants]
-
-
-def _execute(run: Run, trace_dir: str, root: str) -> tuple[Run, float]:
-    """One replay, through the campaign's task (one way to run and write a replay)."""
-    from batsched_ml.campaign import RunSpec, run_one
-
-    row = run_one(RunSpec(run.trace, run.policy, run.variant), trace_dir, root)
-    if row["status"] == "failed":
-        raise RuntimeError(f"{run.trace} {run.policy} {run.variant}: {row['error']}")
-    return run, float(row["seconds"])
+def plan(traces: Iterable[str], policies: Iterable[str], variants: Iterable[str]) -> list[RunSpec]:
+    """The grid, as the campaign's runs (the folders of ``campaigns/paper.toml``)."""
+    return [RunSpec(t, p, v) for t in traces for p in policies for v in variants]
 
 
 def run_all(
-    runs: list[Run],
+    runs: list[RunSpec],
     trace_dir: Path,
     root: Path,
     *,
@@ -93,42 +74,44 @@ def run_all(
     log: Callable[[str], None] = print,
 ) -> None:
     """Run the replays whose folders do not hold them yet (complete, made by this code: see
-    :func:`batsched_ml.runfolder.same_run`), ``workers`` at a time."""
-    from batsched_ml.campaign import RunSpec, run_identity
+    :func:`batsched_ml.runfolder.same_run`), ``workers`` at a time, with the campaign's runner
+    (:func:`batsched_ml.campaign.run_campaign`: one way to run a grid, stopped cleanly by
+    Ctrl-C or SIGTERM). The most expensive runs go first, so that the workers end together."""
+    from batsched_ml.campaign import Campaign, run_campaign, run_identity
     from batsched_ml.runfolder import same_run
 
-    todo = [
-        run
-        for run in runs
-        if not same_run(
-            run.directory(root),
-            run_identity(RunSpec(run.trace, run.policy, run.variant), trace_dir),
-        )[0]
-    ]
+    todo = [run for run in runs if not same_run(run.folder(root), run_identity(run, trace_dir))[0]]
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already done, {len(todo)} to go")
     if not todo:
         return
-    # the most expensive first, so that the pool ends together
     todo.sort(
         key=lambda r: (
             r.variant in ("base", "runtime-clairvoyant"),
             r.trace != "HPC2N-2002-2.2-cln",
         )
     )
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_execute, run, str(trace_dir), str(root)) for run in todo]
-        for done, future in enumerate(as_completed(futures), start=1):
-            run, seconds = future.result()
-            log(f"[{done}/{len(todo)}] {run.trace} {run.policy} {run.variant}: {seconds:.0f} s")
+
+    failed: list[str] = []
+
+    def progress(row: dict[str, Any], done: int, total: int) -> None:
+        line = f"[{done}/{total}] {row['trace']} {row['policy']} {row['variant']}"
+        if row["status"] == "failed":
+            failed.append(f"{line}: {row['error']}")
+        log(f"{line}: {row['status']}, {float(row['seconds']):.0f} s")
+
+    campaign = Campaign(output=root, trace_dir=trace_dir, runs=todo, workers=workers)
+    run_campaign(campaign, progress=progress)
+    if failed:
+        raise RuntimeError(f"{len(failed)} replay(s) failed; first: {failed[0]}")
 
 
-def load(root: Path, runs: list[Run]) -> dict[Run, dict[str, Any]]:
+def load(root: Path, runs: list[RunSpec]) -> dict[RunSpec, dict[str, Any]]:
     from batsched_ml.runfolder import COMPLETE, status_of
 
     out = {}
     for run in runs:
-        path = run.directory(root) / "summary.json"
-        if path.exists() and status_of(run.directory(root)) in (None, COMPLETE):
+        path = run.folder(root) / "summary.json"
+        if path.exists() and status_of(run.folder(root)) in (None, COMPLETE):
             out[run] = json.loads(path.read_text())
     return out
 
@@ -141,7 +124,7 @@ def _improvement(base: float, other: float) -> float:
     return 100.0 * (base - other) / base
 
 
-def report(summaries: dict[Run, dict[str, Any]], traces: list[str]) -> str:
+def report(summaries: dict[RunSpec, dict[str, Any]], traces: list[str]) -> str:
     """The Markdown of ``docs/results.md``."""
     get = {(r.trace, r.policy, r.variant): s for r, s in summaries.items()}
     lines = [

@@ -153,6 +153,31 @@ workers = 2
     wait_until(lambda: not processes_mentioning("distributed"), timeout=5)
 
 
+def test_paper_results_stops_its_workers_at_once_on_sigterm(tmp_path: Path) -> None:
+    """paper-results runs its grid with the campaign's runner: SIGTERM stops it within a second
+    or two (its own process pool used to wait for the replays under way to finish)."""
+    runs = tmp_path / "runs"
+    command = [*CMD, "paper-results", "--trace-dir", str(KTH.parent), "--runs", str(runs)]
+    command += ["--traces", KTH.name.removesuffix(".swf.gz"), "--policies", "fcfs", "spf"]
+    command += ["--variants", "classification-idempotent", "--workers", "2"]
+    command += ["-o", str(tmp_path / "page.md")]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    trace = runs / KTH.name.removesuffix(".swf.gz")
+    folders = [trace / "fcfs-classification-idempotent", trace / "spf-classification-idempotent"]
+    wait_until(lambda: all(running(folder) for folder in folders))
+    err, seconds = stop(process, signal.SIGTERM)
+    assert_interrupted(process, signal.SIGTERM, err, seconds)
+    for folder in folders:
+        assert json.loads((folder / "run.json").read_text())["status"] == "interrupted"
+    assert not (tmp_path / "page.md").exists()
+    wait_until(lambda: not processes_mentioning("distributed"), timeout=5)
+
+
 # --- bad input and bugs ------------------------------------------------------------------
 
 
