@@ -933,7 +933,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``experiment`` service reads them to fail at once, with the reason, when another service
     failed."""
     status_file = os.environ.get(STATUS_FILE_VARIABLE)
-    code, error = 1, "crashed (see its output)"
+    code: int = 1
+    error: str | None = "crashed (see its output)"
     try:
         code, error = _run(argv)
         if error is None and code != 0:

@@ -234,7 +234,7 @@ def run_title(config: dict[str, Any]) -> str:
     ``fcfs (base; predictor easy++, correction power, dispatcher prb)``."""
     title = f"{config.get('policy')} ({config.get('variant')}"
     methods = [
-        f"{label} {config[key]}{_options(config.get(params))}"
+        f"{label} {config[key]}{_options(config.get(params or ''))}"
         for key, label, default, params in (
             ("estimator", "predictor", "requested", "predictor_params"),
             ("correction", "correction", "none", None),

@@ -235,7 +235,7 @@ def classification_quality(records: pd.DataFrame) -> tuple[pd.DataFrame, dict[st
     totals = rates(pd.DataFrame([scored[["TS", "FS", "TL", "FL"]].sum().astype(int)]))
     overall = (
         {
-            key: (int(value) if key in ("TS", "FS", "TL", "FL") else _round(value))
+            str(key): (int(value) if key in ("TS", "FS", "TL", "FL") else _round(value))
             for key, value in totals.iloc[0].items()
         }
         if len(scored)

@@ -323,11 +323,13 @@ def _run_over_zmq(
     ready = threading.Event()
     failure: list[BaseException] = []
 
+    def on_bound(actual: str) -> None:
+        bound.append(actual)
+        ready.set()
+
     def server() -> None:
         try:
-            serve(
-                endpoint, handler, timeout=60.0, on_bound=lambda e: (bound.append(e), ready.set())
-            )
+            serve(endpoint, handler, timeout=60.0, on_bound=on_bound)
         except BaseException as exc:  # reported in the caller's thread
             failure.append(exc)
             ready.set()

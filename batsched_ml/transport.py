@@ -30,7 +30,7 @@ def _receive(socket: zmq.Socket, timeout: float | None, waiting_for: str) -> byt
 def bind_rep(endpoint: str, on_bound: Callable[[str], None] | None = None) -> zmq.Socket:
     """A bound REP socket; a bad or busy endpoint raises :class:`TransportError` (one line for
     the user, not a pyzmq traceback). ``on_bound`` gets the endpoint actually bound."""
-    socket = zmq.Context.instance().socket(zmq.REP)
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REP)
     socket.setsockopt(zmq.LINGER, 1000)
     try:
         socket.bind(endpoint)
@@ -71,7 +71,7 @@ def serve(
 def run_batsim_peer(sim: BatsimSimulator, endpoint: str, *, timeout: float | None = 60.0) -> int:
     """Play Batsim over ZeroMQ: connect a REQ socket to the scheduler at ``endpoint`` and run
     ``sim`` to its end. Returns the number of messages sent."""
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
     try:

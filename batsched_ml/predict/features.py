@@ -172,7 +172,7 @@ class FeatureTracker:
             features.extend(category.lags())
             shares.append(category.share())
         features.extend(shares)
-        submission = Submission(self._seq, keys, features)  # type: ignore[arg-type]
+        submission = Submission(self._seq, keys, features)
         self._seq += 1
         return submission
 

@@ -148,7 +148,7 @@ class ClassifyingScheduler(EasyScheduler):
 
     # --- weeks and models -----------------------------------------------------------------
 
-    def handle(self, message):  # type: ignore[override]
+    def handle(self, message):
         week = week_of(message.now)
         if week > self.week:
             self._new_week(week)

@@ -41,7 +41,7 @@ from batsched_ml.scheduler.correction import MARGIN, Correction
 from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.scheduler.easy import Reservation, easy_pass
 from batsched_ml.scheduler.estimators import Estimator, RequestedTime
-from batsched_ml.scheduler.policies import Policy, get_policy
+from batsched_ml.scheduler.policies import Policy, PriorityRule, get_policy
 
 HOUR = 3600.0
 _key = attrgetter("key")
@@ -114,7 +114,7 @@ class EasyScheduler:
 
     def __init__(
         self,
-        policy: str | Policy = "fcfs",
+        policy: str | Policy | PriorityRule = "fcfs",
         estimator: Estimator | None = None,
         *,
         starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,

@@ -129,7 +129,7 @@ def easy_pass(
     reservation = Reservation(head, shadow, extra)
     if free_count == 0:
         return started, reservation
-    behind = range(index + 1, size)
+    behind: Sequence[int] = range(index + 1, size)
     if shortest_first:
         behind = sorted(behind, key=lambda position: queue[position].est)
     for position in behind:

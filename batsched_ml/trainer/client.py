@@ -41,7 +41,7 @@ def stop_trainer(endpoint: str, timeout: float = 5.0) -> bool:
     """Ask the trainer at ``endpoint`` to stop (a ``stop`` request on a fresh connection, no
     greeting needed); whether it said goodbye within ``timeout`` seconds. A dedicated trainer
     (docker compose) ends with the run this way, even a run that did not need it."""
-    socket = zmq.Context.instance().socket(zmq.REQ)
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
     try:
         socket.connect(endpoint)
@@ -131,7 +131,7 @@ class RemoteTrainer:
 
     def _connect(self) -> zmq.Socket:
         if self._socket is None:
-            socket = zmq.Context.instance().socket(zmq.REQ)
+            socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
             socket.setsockopt(zmq.LINGER, 0)
             socket.connect(self.endpoint)
             self._socket = socket

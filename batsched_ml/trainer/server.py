@@ -281,12 +281,13 @@ class TrainerService:
                 **meta,
             }
         else:
+            assert model.predictor is not None and model.divider is not None  # with a forest
             entry, self.payload = self.store.serialise(week, model.predictor.arrays, meta)
             self._published = (week, forest, model.divider)
         self._pending = (dict(entry), size)
         return entry
 
-    def _previous_quality(self, size: int) -> dict[str, float] | None:
+    def _previous_quality(self, size: int) -> dict[str, float | None] | None:
         """Accuracy, precision and recall of the previous model on the jobs submitted during
         its week that have finished, labelled with its divider."""
         if self.previous is None:

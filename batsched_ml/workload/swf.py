@@ -243,8 +243,10 @@ def read_swf(path: str | Path, *, lenient: bool = False) -> SwfTrace:
                 data_numbers[first],
                 f"expected {n_fields} fields, found {int(counts[first])}",
             )
-        for index in bad:
-            skipped[data_numbers[index]] = f"expected {n_fields} fields, found {int(counts[index])}"
+        for position in bad:
+            skipped[data_numbers[position]] = (
+                f"expected {n_fields} fields, found {int(counts[position])}"
+            )
         keep = counts == n_fields
         data_lines = [line for line, ok in zip(data_lines, keep, strict=True) if ok]
         data_numbers = [num for num, ok in zip(data_numbers, keep, strict=True) if ok]
