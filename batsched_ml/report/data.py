@@ -96,7 +96,9 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
             if "config" in summary:
                 found[folder] = Run(folder, summary)
     if not found:
-        raise FileNotFoundError(f"no run (summary.json and jobs.csv) under {', '.join(paths)}")
+        raise FileNotFoundError(
+            f"no run (summary.json and jobs.csv) under {', '.join(map(str, paths))}"
+        )
     seen: dict[tuple[str, str], Run] = {}
     for run in sorted(found.values(), key=_order):
         require_complete(run.path)  # an interrupted or failed run is not reported as a result
@@ -329,8 +331,9 @@ def timeline(run: Run, nb_machines: int | None = None) -> tuple[pd.DataFrame, st
             {
                 "start": edges[:-1] / DAY,
                 "end": edges[1:] / DAY,
-                "utilisation": step_means(busy["time"], busy["busy"], edges) / nb_machines,
-                "queued": step_means(queued["time"], queued["queued"], edges),
+                "utilisation": step_means(busy["time"].to_numpy(), busy["busy"].to_numpy(), edges)
+                / nb_machines,
+                "queued": step_means(queued["time"].to_numpy(), queued["queued"].to_numpy(), edges),
             }
         ),
         name,

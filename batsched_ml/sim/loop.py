@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from batsched_ml.alloc import full_mask, lowest, mask_of, procset_of
 from batsched_ml.protocol.events import (
+    Event,
     ExecuteJob,
     JobCompleted,
     JobSubmitted,
@@ -51,7 +52,7 @@ class SerialFcfs:
                 self.free |= mask_of(event.alloc)
             elif isinstance(event, SimulationBegins):
                 self.free = full_mask(event.nb_compute_resources)
-        decisions = []
+        decisions: list[Event] = []
         while self.queue and self.free.bit_count() >= self.queue[0][1]:
             job_id, res = self.queue.popleft()
             taken = lowest(self.free, res)
