@@ -4,13 +4,24 @@ and the read-only traces of ``../shared`` (tests that need them skip without it)
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Hypothesis keeps no example database and its other files (a cache of the constants it reads in
+# the code) in a temporary folder: the tests write only into temporary folders. A failure prints
+# its falsifying example, which goes into the test as an @example.
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="batsched-ml-hypothesis-"))
+settings.register_profile("no-database", database=None)
+settings.load_profile("no-database")
+
 SHARED = ROOT.parent / "shared"
 SHARED_REFERENCE = SHARED / "batsim-reference"
 REFERENCE = ROOT / "tests" / "data" / "batsim-reference"  # the copies the tests read

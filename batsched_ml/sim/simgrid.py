@@ -49,8 +49,9 @@ NO_MAX_DURATION = -1.0
 TIMING_PRECISION = 1e-9  # sg_surf_precision ("surf/precision")
 WORK_PRECISION = 1e-5 * 1e-9  # sg_maxmin_precision * sg_surf_precision
 COMM_RATE = 1e12  # a 1-byte message over 1 TBps links: the ptask's rate (fraction per second)
-# A step shorter than half an ulp of 2**14 (2**-39 s) leaves every duration >= 2**14 unchanged
-# (``fl(m - step) == m``): a transfer's 1e-12 s step only touches the shorter sleeps.
+# A step shorter than half an ulp of 2**14 (2**-39 s) leaves every duration above 2**14 unchanged
+# (``fl(m - step) == m``): a transfer's 1e-12 s step only touches the shorter sleeps. Strictly
+# above: 2**14 itself goes down into the finer binade below (16384 - 1e-12 -> 16384 - 2**-39).
 _UNMOVED_FROM = 16384.0
 _TINY_STEP = 2.0**-39
 
@@ -111,7 +112,7 @@ class Sleep:
 class Kernel:
     """The scheduling rounds, the clock and the actions; see the module's design note.
 
-    Sleeps live in two dicts, in creation order: ``_long`` (remaining >= 2**14, which a
+    Sleeps live in two dicts, in creation order: ``_long`` (remaining > 2**14, which a
     transfer's step cannot move) and ``_short``. ``_low`` is the sleep with the smallest
     remaining duration: every sleep loses the same steps and rounding is monotonic, so the
     order between two sleeps never changes and the lowest one stays lowest until it ends.
@@ -223,9 +224,10 @@ class Kernel:
     def _sleep(self, actor: Actor, duration: float) -> None:
         key = self._keys
         self._keys = key + 1
+        duration = float(duration)
         sleep = Sleep(key, duration, actor)
         actor.sleep = sleep
-        if duration >= _UNMOVED_FROM:
+        if duration > _UNMOVED_FROM:
             self._long[key] = sleep
         else:
             self._short[key] = sleep
@@ -295,7 +297,7 @@ class Kernel:
                 moved = []
                 for sleep in long.values():
                     m = sleep.m - step
-                    if m < _UNMOVED_FROM:
+                    if m <= _UNMOVED_FROM:
                         moved.append(sleep)
                         if m < precision:
                             ended.append(sleep)
