@@ -46,7 +46,12 @@ def test_replay_prints_a_summary_and_writes_outputs(kth_workload, tmp_path: Path
     [
         (["--policy", "saf"], False),
         # the related work over ZeroMQ as in process: SU reads the calendar of the workload
-        (["--dispatcher", "cph", "--predictor", "su", "--correction", "power"], True),
+        # (CPH's solver makes it the suite's slowest: a long run, `pytest -m long`)
+        pytest.param(
+            ["--dispatcher", "cph", "--predictor", "su", "--correction", "power"],
+            True,
+            marks=pytest.mark.long,
+        ),
         # without --calendar, SU and the classifier take it from the workload Batsim names
         (["--predictor", "su"], False),
         (["--variant", "classification-idempotent", "--trees", "4"], False),

@@ -433,6 +433,7 @@ def test_trainer_cli_refuses_a_wrong_schema_over_the_socket(tmp_path, trainer_pr
     assert sys.executable
 
 
+@pytest.mark.long  # the whole KTH-SP2 trace; the other trainer faults run in CI
 def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_completes(
     kth_workload, tmp_path
 ) -> None:
