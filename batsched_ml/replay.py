@@ -375,10 +375,11 @@ def write_outputs(
     if skipped:  # --lenient: the malformed lines left out of the trace
         summary["skipped_lines"] = skipped
     scheduler = result.scheduler
+    # wall-clock figures go to timing.json only: summary.json is byte-identical across reruns
+    timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}
+    if run_id is not None:
+        timing = {"run_id": run_id, **timing}
     if isinstance(scheduler.estimator, MeasuredPredictor):
-        timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}
-        if run_id is not None:
-            timing = {"run_id": run_id, **timing}
         planner = scheduler.planner
         if planner is not None:
             timing["cph"] = {
@@ -398,6 +399,8 @@ def write_outputs(
     if isinstance(scheduler, ClassifyingScheduler):
         summary["classification"] = write_classification(scheduler, out)
         summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
+        timing.update(training_seconds(scheduler))
+    write_timing(out, timing)
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     tmp.replace(out / "summary.json")
@@ -434,8 +437,24 @@ def write_predictions(
     # byte-identical for the same inputs
     per_job = round(1e6 * seconds / len(table), 3) if len(table) and seconds is not None else None
     measured = {"predict_us_per_job": per_job, **(timing or {})}
-    (out / "timing.json").write_text(json.dumps(measured) + "\n")
+    if timing is not None:
+        timing.update(measured)
+    write_timing(out, measured)
     return quality
+
+
+def write_timing(out: Path, timing: dict[str, Any]) -> None:
+    """``timing.json``: the run's wall-clock figures (replay, prediction and training seconds),
+    the only file of a run folder that differs between two runs of the same inputs."""
+    (out / "timing.json").write_text(json.dumps(timing) + "\n")
+
+
+def training_seconds(scheduler: ClassifyingScheduler) -> dict[str, Any]:
+    """The weekly forests' training time, in all and week by week (wall clock)."""
+    return {
+        "train_seconds": round(sum(w.train_seconds for w in scheduler.weeks), 3),
+        "weekly_train_seconds": [[w.week, round(w.train_seconds, 3)] for w in scheduler.weeks],
+    }
 
 
 def write_classification(scheduler: ClassifyingScheduler, out: Path) -> dict[str, Any]:
@@ -466,7 +485,6 @@ def write_classification(scheduler: ClassifyingScheduler, out: Path) -> dict[str
                 "divider": w.divider,
                 "model": w.has_model,
                 "n_train": w.n_train,
-                "train_seconds": round(w.train_seconds, 3),
             }
             for w in scheduler.weeks
         ]
@@ -480,5 +498,4 @@ def write_classification(scheduler: ClassifyingScheduler, out: Path) -> dict[str
     importances.to_csv(out / "feature_importance.csv", index=False, float_format="%.6f")
     overall["kill_decisions"] = scheduler.kill_decisions
     overall["weeks_with_model"] = int(sum(w.has_model for w in scheduler.weeks))
-    overall["train_seconds"] = round(sum(w.train_seconds for w in scheduler.weeks), 3)
     return overall

@@ -148,12 +148,19 @@ class ServedRun:
             for time, kind, job_id, detail in self.decisions:
                 writer.writerow((f"{time:g}", kind, job_id, detail))
         status = self.status(reason)
-        from batsched_ml.replay import MeasuredPredictor, write_classification
+        from batsched_ml.replay import (
+            MeasuredPredictor,
+            training_seconds,
+            write_classification,
+            write_timing,
+        )
         from batsched_ml.scheduler.classified import ClassifyingScheduler
 
+        timing: dict[str, Any] = {"run_id": self.run_id}
         if isinstance(self.scheduler, ClassifyingScheduler):
             # classification.csv, weekly_quality.csv, feature_importance.csv, as a replay has
             status["classification"] = write_classification(self.scheduler, out)
+            timing.update(training_seconds(self.scheduler))
         predictor = getattr(self.scheduler, "estimator", None)
         if isinstance(predictor, MeasuredPredictor):
             # the actual runtimes are Batsim's: `collect` joins these with its job table
@@ -162,12 +169,9 @@ class ServedRun:
                 writer = csv.writer(handle)
                 writer.writerow(("job_id", "predicted"))
                 writer.writerows(predictor.predictions.items())
-            timing = {
-                "run_id": self.run_id,
-                "predict_seconds": predictor.seconds,
-                "predictions": len(predictor.predictions),
-            }
-            (out / "timing.json").write_text(json.dumps(timing) + "\n")
+            timing["predict_seconds"] = predictor.seconds
+            timing["predictions"] = len(predictor.predictions)
+        write_timing(out, timing)
         (out / "serve.json").write_text(json.dumps(status, indent=1) + "\n")
         return status
 

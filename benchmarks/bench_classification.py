@@ -3,6 +3,7 @@ under 5 minutes and 2 GiB on this 2-core machine). Prints wall time, its parts a
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -22,11 +23,12 @@ def main() -> None:
     result = run_replay(workload, ReplayConfig(policy="fcfs", variant=variant))
     with tempfile.TemporaryDirectory() as out:
         summary = write_outputs(result, out)
+        timing = json.loads((Path(out) / "timing.json").read_text())
     elapsed = time.perf_counter() - started
     quality = summary.get("classification", {})
     print(
         f"{workload['trace']} fcfs {variant}: {elapsed:.0f} s in all, of which training "
-        f"{quality.get('train_seconds', 0):.0f} s over {quality.get('weeks_with_model', 0)} weeks; "
+        f"{timing.get('train_seconds', 0):.0f} s over {quality.get('weeks_with_model', 0)} weeks; "
         f"peak RSS {peak_rss_mib():.0f} MiB; mean bsld {summary['mean_bsld']:.2f}, "
         f"kills {summary['kills']:,}, accuracy {quality.get('accuracy', 0):.1%}"
     )

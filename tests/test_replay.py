@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from batsched_ml.metrics import max_machines_in_use, read_jobs_csv
+from batsched_ml.predict.forest import ForestParams
 from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
 from tests.conftest import workload_head
 
@@ -47,12 +48,36 @@ def test_policies_give_different_schedules(kth_workload) -> None:
     assert bsld["fcfs"] != bsld["spf"]
 
 
-def test_same_inputs_same_bytes(kth_workload, tmp_path: Path) -> None:
-    workload = workload_head(kth_workload, SLICE)
+@pytest.mark.parametrize(
+    "config",
+    [
+        ReplayConfig(policy="wfp"),
+        ReplayConfig(
+            policy="fcfs",
+            variant="classification-idempotent",
+            forest=ForestParams(n_estimators=4),
+        ),
+    ],
+    ids=["wfp", "fcfs-classification-idempotent"],
+)
+def test_same_inputs_same_bytes(kth_workload, tmp_path: Path, config: ReplayConfig) -> None:
+    """Every file of a run folder but timing.json (the wall-clock figures: replay, prediction
+    and training seconds) is byte-identical across reruns of the same inputs."""
+    workload = workload_head(kth_workload, 3000 if config.classified else SLICE)
     for run in ("a", "b"):
-        write_outputs(run_replay(workload, ReplayConfig(policy="wfp")), tmp_path / run)
-    for name in ("jobs.csv", "summary.json"):
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+        write_outputs(run_replay(workload, config), tmp_path / run)
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "b").iterdir())
+    assert "timing.json" in names and "summary.json" in names
+    if config.classified:
+        assert {"classification.csv", "weekly_quality.csv"} <= set(names)
+        timing = json.loads((tmp_path / "a" / "timing.json").read_text())
+        assert timing["train_seconds"] >= 0 and timing["weekly_train_seconds"]
+        summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+        assert "train_seconds" not in summary["classification"]
+    for name in names:
+        if name != "timing.json":
+            assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "saf"])
