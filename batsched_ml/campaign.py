@@ -57,7 +57,7 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.errors import UserError
-from batsched_ml.replay import DISPATCHERS, VARIANTS, planner_kwargs
+from batsched_ml.replaying import DISPATCHERS, VARIANTS, planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
 from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS, predictor_kwargs
@@ -132,7 +132,7 @@ class RunSpec:
     def config(self) -> Any:
         import dataclasses
 
-        from batsched_ml.replay import ReplayConfig
+        from batsched_ml.replaying import ReplayConfig
 
         config = ReplayConfig(
             policy=self.policy,
@@ -400,7 +400,7 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
             return result_row(spec, folder, "existing", 0.0)
         if reason == "not run yet":
             reason = ""
-        from batsched_ml.replay import run_replay, write_outputs
+        from batsched_ml.replaying import run_replay, write_outputs
         from batsched_ml.workload.io import load_workload
 
         claimed = claim(folder, identity, force=True)  # the campaign owns its run folders

@@ -20,7 +20,7 @@ from typing import NoReturn
 from batsched_ml import __version__
 from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replay import DISPATCHERS, VARIANTS
+from batsched_ml.replaying import DISPATCHERS, VARIANTS
 from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.scheduler.policies import POLICIES
@@ -255,7 +255,7 @@ def _key_values(items: list[str], option: str) -> dict[str, str]:
 
 
 def _config(args: argparse.Namespace):
-    from batsched_ml.replay import ReplayConfig
+    from batsched_ml.replaying import ReplayConfig
 
     return ReplayConfig(
         policy=args.policy,
@@ -275,7 +275,7 @@ def _config(args: argparse.Namespace):
 def _cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from batsched_ml.replay import run_replay, write_outputs
+    from batsched_ml.replaying import run_replay, write_outputs
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
 
     started = time.perf_counter()
@@ -452,7 +452,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from batsched_ml.replay import make_scheduler
+    from batsched_ml.replaying import make_scheduler
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.served import ServedRun, serve_and_record
     from batsched_ml.transport import serve
@@ -460,7 +460,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     calendar = None
     workload: dict = {}
     if args.calendar:
-        from batsched_ml.replay import calendar_of
+        from batsched_ml.replaying import calendar_of
 
         calendar = calendar_of(load_workload(args.calendar))
         workload = workload_record(args.calendar)

@@ -217,7 +217,7 @@ def _write(
 def _predictions(batsim_jobs: Path, scheduler_dir: Path, name: str, out: Path) -> dict[str, Any]:
     """The served run's predictions against Batsim's runtimes: ``predictions.csv``,
     ``timing.json`` and the quality, as a replay writes them (one :func:`write_predictions`)."""
-    from batsched_ml.replay import write_predictions
+    from batsched_ml.replaying import write_predictions
 
     with (scheduler_dir / PREDICTED).open(newline="") as handle:
         predictions = {row["job_id"]: float(row["predicted"]) for row in csv.DictReader(handle)}

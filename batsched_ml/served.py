@@ -148,7 +148,7 @@ class ServedRun:
             for time, kind, job_id, detail in self.decisions:
                 writer.writerow((f"{time:g}", kind, job_id, detail))
         status = self.status(reason)
-        from batsched_ml.replay import (
+        from batsched_ml.replaying import (
             MeasuredPredictor,
             training_seconds,
             write_classification,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from _common import HPC2N, need, peak_rss_mib
 
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.workload.io import load_workload
 
 

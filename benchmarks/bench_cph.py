@@ -14,8 +14,8 @@ import time
 
 from _common import KTH, need
 
-import batsched_ml.replay as replay
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+import batsched_ml.replaying as replay
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.workload.io import load_workload
 

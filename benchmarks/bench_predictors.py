@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _common import KTH, need
 
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.workload.io import load_workload
 

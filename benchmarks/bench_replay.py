@@ -13,7 +13,7 @@ import time
 
 from _common import HPC2N, KTH, need, peak_rss_mib
 
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.workload.io import load_workload
 
 

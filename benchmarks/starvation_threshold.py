@@ -6,7 +6,7 @@ from __future__ import annotations
 from _common import KTH, TRACES
 
 from batsched_ml.metrics import summarize
-from batsched_ml.replay import ReplayConfig, run_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 
 HOURS = [None, 12, 24, 48, 72, 168]

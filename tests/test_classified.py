@@ -12,7 +12,7 @@ import pytest
 from batsched_ml.metrics import logical_jobs, read_jobs_csv
 from batsched_ml.predict.training import WeeklyModel
 from batsched_ml.protocol.events import RegisterJob, RegisterProfile
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.sim.jobs_csv import HEADER
 from tests.conftest import workload_head
 

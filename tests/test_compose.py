@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from batsched_ml.cli import build_parser
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.workload.io import load_workload
 from tests.conftest import KTH, ROOT
 

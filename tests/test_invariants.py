@@ -22,7 +22,7 @@ from procset import ProcSet
 
 from batsched_ml.alloc import mask_of
 from batsched_ml.metrics import RESUBMIT_SUFFIX, logical_jobs, max_machines_in_use, read_jobs_csv
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.workload.io import load_workload
 from tests.conftest import ROOT, TRACES, workload_head

@@ -15,7 +15,7 @@ import zmq
 
 from batsched_ml.protocol.codec import dump_message, parse_message
 from batsched_ml.protocol.events import JobSubmitted, Message
-from batsched_ml.replay import ReplayConfig, make_scheduler, make_simulator
+from batsched_ml.replaying import ReplayConfig, make_scheduler, make_simulator
 from batsched_ml.scheduler.core import SchedulerError
 from batsched_ml.sim.simulator import BatsimSimulator
 from tests.conftest import ROOT, workload_head

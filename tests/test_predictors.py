@@ -10,7 +10,7 @@ import pytest
 
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import ExecuteJob, JobSubmitted, Message
-from batsched_ml.replay import ReplayConfig, make_scheduler
+from batsched_ml.replaying import ReplayConfig, make_scheduler
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import Correction, get_correction
 from batsched_ml.scheduler.easy import easy_pass
@@ -221,7 +221,7 @@ def test_apa_mae_and_ur_by_hand() -> None:
 
 def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path) -> None:
     from batsched_ml.metrics import prediction_quality
-    from batsched_ml.replay import run_replay, write_outputs
+    from batsched_ml.replaying import run_replay, write_outputs
     from tests.conftest import workload_head
 
     workload = workload_head(kth_workload, 800)

@@ -10,7 +10,7 @@ import pytest
 
 from batsched_ml.metrics import max_machines_in_use, read_jobs_csv
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from tests.conftest import workload_head
 
 SLICE = 3000  # the first 3,000 KTH-SP2 jobs: about a month, queues of up to ~100 jobs

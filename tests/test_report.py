@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from batsched_ml.cli import main
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.report import data, figures
 from tests.conftest import workload_head
 
@@ -141,7 +141,7 @@ def test_evalys_reads_our_job_table_and_draws_its_gantt_chart(runs_dir, tmp_path
 
 def test_a_run_s_title_names_the_methods_it_used() -> None:
     from batsched_ml.collect import run_title
-    from batsched_ml.replay import ReplayConfig
+    from batsched_ml.replaying import ReplayConfig
 
     def title(**config) -> str:
         return run_title(ReplayConfig(**config).as_dict())

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from batsched_ml.cli import main
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.report import figures
 from tests.conftest import workload_head
 

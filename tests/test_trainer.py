@@ -20,7 +20,7 @@ from sklearn.ensemble import RandomForestClassifier
 from batsched_ml.errors import ConfigError
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replay import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
 from batsched_ml.trainer.client import RemoteTrainer
 from batsched_ml.trainer.process import free_tcp_endpoint, trainer_command
 from batsched_ml.trainer.schema import encode

@@ -14,7 +14,7 @@ Variants (``--variant``):
 ``class-clairvoyant``           the true class (runtime below the divider) replaces the model
 ==============================  ===============================================================
 
-(``base`` and ``runtime-clairvoyant`` need no classes: see :data:`batsched_ml.replay.VARIANTS`.)
+(``base`` and ``runtime-clairvoyant`` need no classes: see :data:`batsched_ml.replaying.VARIANTS`.)
 
 Runtime estimate EASY plans with for a job classified small: ``min(requested time, divider)``
 when the class is enforced (idempotent: the job is killed at the divider; clairvoyant: a truly

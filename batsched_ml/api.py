@@ -1,0 +1,93 @@
+"""The Python API: replay a workload in the embedded simulator, get the results as tables.
+
+>>> import batsched_ml
+>>> result = batsched_ml.replay("KTH-SP2-1996-2.1-cln.swf.gz", policy="spf")  # doctest: +SKIP
+>>> result.summary["mean_bsld"], len(result.jobs)  # doctest: +SKIP
+
+The same replay as ``batsched-ml replay``, with the same outputs: a :class:`Result` holds what the
+command writes into its run folder, read back into pandas tables (``jobs`` is Batsim's
+``jobs.csv``, ``summary`` is ``summary.json``, and so on), so a notebook and the command line
+never disagree. Settings are :class:`~batsched_ml.replaying.ReplayConfig`'s fields, given as keyword
+arguments (``predictor`` is accepted for the runtime predictor, as on the command line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["Result", "replay"]
+
+
+@dataclass
+class Result:
+    """A replay's results, as its run folder holds them.
+
+    ``jobs``: Batsim's job table, one row per attempt (a job killed at the divider and
+    resubmitted has two). ``summary``: the figures of ``summary.json`` (``mean_bsld``,
+    ``mean_wait``, ``kills``, ``classification``, ``prediction``, ...), byte-identical across
+    reruns. ``classification`` (per job: week, divider, predicted class, runtime, attempts),
+    ``weekly`` (the classifier's quality week by week) and ``importances`` (Gini importance of
+    each feature per week) for the classified variants; ``predictions`` (each job's predicted
+    and actual runtime) when a runtime predictor ran; ``timing``: the wall-clock figures.
+    """
+
+    jobs: pd.DataFrame
+    summary: dict[str, Any]
+    timing: dict[str, Any] = field(default_factory=dict)
+    classification: pd.DataFrame | None = None
+    weekly: pd.DataFrame | None = None
+    importances: pd.DataFrame | None = None
+    predictions: pd.DataFrame | None = None
+
+
+_TABLES = {
+    "classification": "classification.csv",
+    "weekly": "weekly_quality.csv",
+    "importances": "feature_importance.csv",
+    "predictions": "predictions.csv",
+}
+
+
+def replay(workload: str | Path | dict[str, Any], config: Any = None, /, **settings: Any) -> Result:
+    """Replay ``workload`` (an SWF trace, plain or gzipped, a Batsim workload JSON file, or a
+    workload object as :func:`batsched_ml.workload.io.load_workload` returns) in the embedded
+    simulator and return its :class:`Result`.
+
+    ``config`` is a :class:`~batsched_ml.replaying.ReplayConfig`; ``settings`` are its fields
+    (``policy="spf"``, ``variant="classification-idempotent"``, ``predictor="easy++"``,
+    ``dispatcher="prb"``, ...), applied over ``config`` when both are given. A classified
+    variant trains its weekly forests in process. Invalid settings raise
+    :class:`~batsched_ml.errors.ConfigError` with the reason.
+    """
+    from batsched_ml.metrics import read_jobs_csv
+    from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+    from batsched_ml.workload.io import load_workload
+
+    if "predictor" in settings:
+        settings["estimator"] = settings.pop("predictor")
+    if config is None:
+        config = ReplayConfig(**settings)
+    elif settings:
+        config = dataclasses.replace(config, **settings)
+    data = workload if isinstance(workload, dict) else load_workload(workload)
+    result = run_replay(data, config)
+    with tempfile.TemporaryDirectory(prefix="batsched-ml-") as tmp:
+        out = Path(tmp)
+        write_outputs(result, out)
+        tables = {
+            name: pd.read_csv(out / file) if (out / file).exists() else None
+            for name, file in _TABLES.items()
+        }
+        return Result(
+            jobs=read_jobs_csv(out / "jobs.csv"),
+            summary=json.loads((out / "summary.json").read_text()),
+            timing=json.loads((out / "timing.json").read_text()),
+            **tables,
+        )
