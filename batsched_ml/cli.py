@@ -19,15 +19,8 @@ from typing import NoReturn
 
 from batsched_ml import __version__
 from batsched_ml.errors import ConfigError, UserError
-from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replaying import DISPATCHERS, VARIANTS
-from batsched_ml.scheduler.correction import CORRECTIONS
-from batsched_ml.scheduler.estimators import ESTIMATORS
-from batsched_ml.scheduler.policies import POLICIES
-from batsched_ml.workload.convert import convert_trace
-from batsched_ml.workload.io import load_workload, write_converted
-from batsched_ml.workload.platform import compute_host_names
-from batsched_ml.workload.swf import read_swf
+from batsched_ml.predict.params import ForestParams
+from batsched_ml.registry import CORRECTIONS, DISPATCHERS, POLICIES, PREDICTORS, VARIANTS
 
 #: What a user can fix, printed as one line with exit 2: the project's own error classes (all
 #: derive from :class:`~batsched_ml.errors.UserError`) and the system's refusals of a path the
@@ -70,6 +63,10 @@ DEFAULT_TRACE = Path(__file__).resolve().parent / "data" / "KTH-SP2-1996-2.1-cln
 
 
 def _cmd_workload_convert(args: argparse.Namespace) -> int:
+    from batsched_ml.workload.convert import convert_trace
+    from batsched_ml.workload.io import write_converted
+    from batsched_ml.workload.swf import read_swf
+
     trace = read_swf(args.trace, lenient=args.lenient)
     workload = convert_trace(trace, machine_size=args.machine_size)  # no jobs: nothing written
     output_dir(args.output)
@@ -118,7 +115,7 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "--policy",
         default="fcfs",
         choices=sorted(POLICIES),
-        help="queue order: " + "; ".join(f"{p.name}: {p.description}" for p in POLICIES.values()),
+        help="queue order: " + "; ".join(f"{name}: {text}" for name, text in POLICIES.items()),
     )
     parser.add_argument(
         "--variant",
@@ -134,7 +131,7 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "--estimator",
         dest="estimator",
         default="requested",
-        choices=list(ESTIMATORS),
+        choices=list(PREDICTORS),
         help="runtime prediction the base variant schedules with: requested (the user's "
         "estimate), actual (clairvoyant reference), easy++ (mean of the user's last two "
         "runtimes, capped by the requested time; with shortest-job backfilling), fixed (10 "
@@ -277,6 +274,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     from batsched_ml.replaying import run_replay, write_outputs
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
+    from batsched_ml.workload.io import load_workload
 
     started = time.perf_counter()
     path = Path(args.workload) if args.workload else DEFAULT_TRACE
@@ -456,6 +454,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.served import ServedRun, serve_and_record
     from batsched_ml.transport import serve
+    from batsched_ml.workload.io import load_workload
 
     calendar = None
     workload: dict = {}
@@ -495,6 +494,8 @@ def _cmd_batsim(args: argparse.Namespace) -> int:
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import BatsimSimulator
     from batsched_ml.transport import run_batsim_peer
+    from batsched_ml.workload.io import load_workload
+    from batsched_ml.workload.platform import compute_host_names
 
     workloads = [load_workload(path) for path in args.workload]
     hosts = compute_host_names(args.platform)

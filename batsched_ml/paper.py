@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from batsched_ml import registry
 from batsched_ml.campaign import RunSpec
 
 PAPER_TRACES = (
@@ -22,14 +23,8 @@ PAPER_TRACES = (
     "SDSC-BLUE-2000-4.2-cln",
     "HPC2N-2002-2.2-cln",
 )
-POLICIES = ("fcfs", "wfp", "spf", "saf")
-VARIANTS = (
-    "base",
-    "classification",
-    "classification-idempotent",
-    "class-clairvoyant",
-    "runtime-clairvoyant",
-)
+POLICIES = tuple(registry.POLICIES)
+VARIANTS = registry.VARIANTS
 
 # The paper's figures (Tables 5, 6, 7): trace -> values in %
 PAPER_TABLE5 = {  # accuracy, precision, recall

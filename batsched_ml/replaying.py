@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batsched_ml import registry
 from batsched_ml.errors import ConfigError
 from batsched_ml.metrics import (
     classification_quality,
@@ -27,7 +28,7 @@ from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer
 from batsched_ml.protocol.events import Message
-from batsched_ml.scheduler.classified import CLASSIFIED_VARIANTS, ClassifyingScheduler
+from batsched_ml.scheduler.classified import ClassifyingScheduler
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.cph import ConstraintPlanner
@@ -37,23 +38,9 @@ from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 
-#: ``--variant`` values. ``base``: EASY on requested times; ``runtime-clairvoyant``: EASY on
-#: actual runtimes (ordering and backfilling); the classified ones: see
-#: :mod:`batsched_ml.scheduler.classified`.
-VARIANTS = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
-
-#: ``--dispatcher`` values: EASY backfilling with the ``--policy`` order, or the dispatchers of
-#: seed 001: shortest / longest predicted runtime first (no backfilling), PRB (urgency order,
-#: every job that fits starts) and CPH (a CP-SAT plan of the urgent jobs, :mod:`.scheduler.cph`).
-DISPATCHERS = ("easy", "sjf", "ljf", "prb", "cph")
-
-#: How each dispatcher other than EASY orders the queue (for the messages that say so).
-DISPATCHER_ORDERS = {
-    "sjf": "shortest predicted runtime first",
-    "ljf": "longest predicted runtime first",
-    "prb": "by urgency: the wait over the expected wait of its queue",
-    "cph": "a CP-SAT plan of the most urgent jobs",
-}
+VARIANTS = registry.VARIANTS
+DISPATCHERS = registry.DISPATCHERS
+DISPATCHER_ORDERS = registry.DISPATCHER_ORDERS
 
 #: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
 PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
@@ -81,7 +68,7 @@ class ReplayConfig:
     dispatcher: str = "easy"
     predictor_params: dict[str, Any] = field(default_factory=dict)  # ``--predictor-option``
     dispatcher_params: dict[str, Any] = field(default_factory=dict)  # ``--dispatcher-option``
-    starvation_threshold: float | None = 72 * 3600.0
+    starvation_threshold: float | None = registry.STARVATION_THRESHOLD_HOURS * 3600.0
     backfilling: bool = True
     feature_mode: str = "online"
     forest: ForestParams = field(default_factory=ForestParams)
@@ -124,7 +111,7 @@ class ReplayConfig:
 
     @property
     def classified(self) -> bool:
-        return self.variant in CLASSIFIED_VARIANTS
+        return self.variant in registry.CLASSIFIED_VARIANTS
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

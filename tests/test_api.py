@@ -61,3 +61,32 @@ def test_importing_the_package_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
     assert callable(batsched_ml.replay) and batsched_ml.Result.__name__ == "Result"
+
+
+def test_the_command_line_starts_without_the_heavy_libraries() -> None:
+    """``batsched-ml --help`` and ``--version`` build the parser from :mod:`batsched_ml.registry`
+    alone: no numpy, pandas, scikit-learn, Dask or ZeroMQ until a command needs them (their
+    time is measured by the speed benchmarks, not here)."""
+    heavy = ("numpy", "pandas", "sklearn", "dask", "zmq", "scipy", "matplotlib", "ortools")
+    code = (
+        "import sys; from batsched_ml.cli import build_parser; build_parser(); "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_registry_is_what_the_implementations_offer() -> None:
+    from batsched_ml import registry
+    from batsched_ml.replaying import DISPATCHERS, VARIANTS
+    from batsched_ml.scheduler.correction import CORRECTIONS
+    from batsched_ml.scheduler.estimators import ESTIMATORS
+    from batsched_ml.scheduler.policies import POLICIES
+
+    assert {name: p.description for name, p in POLICIES.items()} == registry.POLICIES
+    assert tuple(ESTIMATORS) == registry.PREDICTORS
+    assert (CORRECTIONS, DISPATCHERS, VARIANTS) == (
+        registry.CORRECTIONS,
+        registry.DISPATCHERS,
+        registry.VARIANTS,
+    )

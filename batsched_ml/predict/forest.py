@@ -14,32 +14,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
+from batsched_ml.predict.params import ForestParams
 
-@dataclass(frozen=True)
-class ForestParams:
-    """Random Forest set-up and training window (plain values, as in scikit-learn).
-
-    ``window``: train on the most recent ``window`` finished jobs (``None``: all history).
-    ``n_estimators=0`` trains nothing (only the divider is computed: class-clairvoyant).
-    """
-
-    n_estimators: int = 40
-    max_depth: int | None = 20
-    min_samples_leaf: int = 20
-    max_features: str | float = "sqrt"
-    window: int | None = 50_000
-    min_train: int = 100
-    n_jobs: int = 2
-    random_state: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = ["ForestParams"]
 
 
 #: The arrays of a compiled forest (:func:`compile_forest`), with their dtypes.

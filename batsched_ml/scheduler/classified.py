@@ -40,6 +40,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from batsched_ml import registry
 from batsched_ml.job import Job
 from batsched_ml.predict.features import FeatureTracker, Submission
 from batsched_ml.predict.training import InProcessTrainer, Trainer, WeeklyModel, week_of
@@ -64,7 +65,7 @@ from batsched_ml.scheduler.core import (
 )
 from batsched_ml.scheduler.estimators import RequestedTime
 
-CLASSIFIED_VARIANTS = ("classification", "classification-idempotent", "class-clairvoyant")
+CLASSIFIED_VARIANTS = registry.CLASSIFIED_VARIANTS
 RESUBMIT_SUFFIX = "_resub"
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from batsched_ml import registry
 from batsched_ml.alloc import full_mask, procset_of
 from batsched_ml.errors import UserError
 from batsched_ml.job import Job
@@ -45,7 +46,7 @@ from batsched_ml.scheduler.policies import Policy, PriorityRule, get_policy
 
 HOUR = 3600.0
 _key = attrgetter("key")
-DEFAULT_STARVATION_THRESHOLD = 72 * HOUR
+DEFAULT_STARVATION_THRESHOLD = registry.STARVATION_THRESHOLD_HOURS * HOUR
 
 
 class SchedulerError(UserError, RuntimeError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from batsched_ml import registry
 from batsched_ml.errors import ConfigError
 
 MARGIN = 60.0
@@ -51,7 +52,7 @@ class Correction:
         return est, count
 
 
-CORRECTIONS = ("none", "simple", "power")
+CORRECTIONS = registry.CORRECTIONS
 
 
 def get_correction(name: str) -> Correction | None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from batsched_ml import registry
 from batsched_ml.errors import ConfigError
 from batsched_ml.job import Job
 from batsched_ml.scheduler.parameters import constructor_kwargs
@@ -291,6 +292,7 @@ ESTIMATORS: dict[str, type] = {
     "profile": ProfileHeuristic,
     "su": SUPrediction,
 }
+assert tuple(ESTIMATORS) == registry.PREDICTORS, "the predictors are registry.PREDICTORS"
 
 
 def predictor_kwargs(name: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from batsched_ml import registry
 from batsched_ml.errors import ConfigError
 
 
@@ -61,12 +62,13 @@ def _wfp(job: Waiting, now: float) -> tuple[float, float, int]:
 POLICIES: dict[str, Policy] = {
     policy.name: policy
     for policy in (
-        Policy("fcfs", "first come, first served (submission time)", _fcfs, dynamic=False),
-        Policy("wfp", "(wait / requested time)^3 * processors, highest first", _wfp, dynamic=True),
-        Policy("spf", "shortest requested processing time first", _spf, dynamic=False),
-        Policy("saf", "smallest requested area (time * processors) first", _saf, dynamic=False),
+        Policy("fcfs", registry.POLICIES["fcfs"], _fcfs, dynamic=False),
+        Policy("wfp", registry.POLICIES["wfp"], _wfp, dynamic=True),
+        Policy("spf", registry.POLICIES["spf"], _spf, dynamic=False),
+        Policy("saf", registry.POLICIES["saf"], _saf, dynamic=False),
     )
 }
+assert tuple(POLICIES) == tuple(registry.POLICIES), "the policies are registry.POLICIES"
 
 
 #: The longest-estimate-first order of the LJF dispatcher (seed 001); not a ``--policy``.

@@ -1,0 +1,29 @@
+"""The weekly Random Forest's set-up (:class:`ForestParams`): plain values, importable without
+scikit-learn, so that the command line can show the defaults at once. The forest itself is in
+:mod:`batsched_ml.predict.forest`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ForestParams:
+    """Random Forest set-up and training window (plain values, as in scikit-learn).
+
+    ``window``: train on the most recent ``window`` finished jobs (``None``: all history).
+    ``n_estimators=0`` trains nothing (only the divider is computed: class-clairvoyant).
+    """
+
+    n_estimators: int = 40
+    max_depth: int | None = 20
+    min_samples_leaf: int = 20
+    max_features: str | float = "sqrt"
+    window: int | None = 50_000
+    min_train: int = 100
+    n_jobs: int = 2
+    random_state: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
