@@ -454,7 +454,14 @@ def run_campaign(
     import logging
     import shutil
     import tempfile
+    from importlib.util import find_spec
 
+    missing = [name for name in ("dask", "distributed", "pyarrow") if find_spec(name) is None]
+    if missing:  # pyarrow writes results.parquet, at the end: said before anything runs
+        raise UserError(
+            f"campaigns need Dask and pyarrow, not installed here ({', '.join(missing)}): "
+            "pip install 'dask[distributed]' pyarrow"
+        )
     from dask.distributed import as_completed
 
     campaign.output.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from batsched_ml.errors import UserError
+
+try:
+    import matplotlib
+except ModuleNotFoundError as exc:  # a lean install (the docker image): one line, no traceback
+    raise UserError(
+        "batsched-ml report needs matplotlib, not installed here: pip install matplotlib"
+    ) from exc
 
 matplotlib.use("Agg")  # files only: no screen
 

@@ -29,8 +29,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
+from importlib.util import find_spec
 from typing import Protocol, TypeVar
 
+from batsched_ml.errors import UserError
 from batsched_ml.scheduler.easy import greedy_allocation
 
 
@@ -69,6 +71,10 @@ class ConstraintPlanner:
             raise ValueError(f"CPH window must be at least 1 job, not {window}")
         if not budget > 0 or not wall_limit > 0:
             raise ValueError(f"CPH budget and wall_limit must be positive: {budget}, {wall_limit}")
+        if find_spec("ortools") is None:  # imported by solve(); said here, before the run starts
+            raise UserError(
+                "the cph dispatcher needs OR-Tools, not installed here: pip install ortools"
+            )
         self.window = window
         self.budget = budget
         self.wall_limit = wall_limit
