@@ -80,9 +80,13 @@ def test_the_compose_file_has_the_services_and_our_image_is_built_from_this_repo
     assert found["batsim"]["image"] == "oarteam/batsim:latest"  # the only tag Batsim publishes
     assert services({"BATSIM_IMAGE": "me/batsim:4.2.1"})["batsim"]["image"] == "me/batsim:4.2.1"
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    for line in dockerfile.splitlines():
-        if line.startswith("COPY "):
-            for source in line.split()[1:-1]:
+    # the sources the build copies from the repository exist (a COPY --from=STAGE copies
+    # from an earlier stage of the build, not from the repository)
+    copies = [line.split()[1:] for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    assert any(words[0] == "--from=builder" for words in copies)
+    for words in copies:
+        if not words[0].startswith("--from="):
+            for source in words[:-1]:
                 assert (ROOT / source).exists(), source
     assert "USER batsched" in dockerfile and 'ENTRYPOINT ["batsched-ml"]' in dockerfile
     standin = services(standin=True)["batsim"]
