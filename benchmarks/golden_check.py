@@ -16,10 +16,15 @@ the run writes), are printed one per line as ``DIGEST  CASE/FILE`` and written t
 1 on any difference or missing file. ``run.json`` and ``timing.json`` hold the code's identity and
 wall times and are not compared.
 
-One wall time is in ``summary.json``: ``classification.train_seconds`` (the side trainer's
-training time) of the classified variants, which differs from one run of the same code to the
-next. Its value is masked (``"train_seconds": "<wall time>"``, text substitution, every other
-byte kept) before ``summary.json`` is digested and compared.
+Revisions before b4222fe (issue 18) also wrote a wall time into ``summary.json``:
+``classification.train_seconds`` of the classified variants, which differs from one run of the
+same code to the next. Where present, its value is masked (``"train_seconds": "<wall time>"``,
+text substitution, every other byte kept) before ``summary.json`` is digested and compared, so
+that runs of such revisions can be compared too.
+
+To check only one's own change while others commit, run the set from two exported trees
+(``git archive``), e.g. ``PYTHONPATH=/tmp/tree python /tmp/tree/benchmarks/golden_check.py
+OUT``: the replays run ``python -m batsched_ml`` and take the package from ``PYTHONPATH``.
 
 The set, on the shipped KTH-SP2 trace (28,467 jobs):
 
