@@ -22,6 +22,7 @@ matplotlib.use("Agg")  # files only: no screen
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
@@ -42,6 +43,13 @@ def _pick(runs: list[Run], policy: str, variant: str) -> Run | None:
     return next((r for r in runs if r.policy == policy and r.variant == variant), None)
 
 
+def _get(runs: list[Run], policy: str, variant: str) -> Run:
+    """The run of ``policy`` and ``variant``, which the caller checked is there."""
+    run = _pick(runs, policy, variant)
+    assert run is not None, (policy, variant)
+    return run
+
+
 def _policies(runs: list[Run]) -> list[str]:
     return list(dict.fromkeys(r.policy for r in runs))
 
@@ -56,7 +64,7 @@ def cumulative_bsld(runs: list[Run], trace: str) -> Figure | None:
     fig, axes = plt.subplots(1, len(policies), figsize=(width, 3.4), squeeze=False)
     for ax, policy in zip(axes[0], policies, strict=True):
         for variant in (BASE, CLASSIFIED):
-            series = data.cumulative_bsld(_pick(runs, policy, variant))
+            series = data.cumulative_bsld(_get(runs, policy, variant))
             ax.plot(series["day"], series["cumulative_bsld"], label=variant, color=COLOURS[variant])
         ax.set_title(policy.upper())
         ax.set_xlabel("day of submission")
@@ -78,8 +86,8 @@ def monthly_bsld(runs: list[Run], trace: str) -> Figure | None:
         len(policies), 1, figsize=(10, 2.4 * len(policies)), squeeze=False, sharex=True
     )
     for ax, policy in zip(axes[:, 0], policies, strict=True):
-        base = data.monthly_bsld(_pick(runs, policy, BASE))
-        classified = data.monthly_bsld(_pick(runs, policy, CLASSIFIED))
+        base = data.monthly_bsld(_get(runs, policy, BASE))
+        classified = data.monthly_bsld(_get(runs, policy, CLASSIFIED))
         months = base["month"].tolist()
         x = np.arange(len(months))
         width = 0.4
@@ -157,7 +165,7 @@ def weekly_quality(runs: list[Run], trace: str) -> Figure | None:
     """Figure 4: accuracy, precision and recall of each week's model."""
     run = _classified_run(runs)
     table = None if run is None else data.weekly_quality(run)
-    if table is None or table.empty:
+    if run is None or table is None or table.empty:
         return None
     fig, ax = plt.subplots(figsize=(9, 3.4))
     for column in ("accuracy", "precision", "recall"):
@@ -197,7 +205,7 @@ def runtimes(runs: list[Run], trace: str) -> Figure | None:
         return None
     fig, ax = plt.subplots(figsize=(8, 3.4))
     top = max(values["actual"].max(), values["requested"].max() if len(values["requested"]) else 1)
-    bins = np.logspace(0, np.log10(top) + 0.1, 60)
+    bins = np.logspace(0, np.log10(top) + 0.1, 60).tolist()
     ax.hist(values["requested"], bins=bins, alpha=0.6, label="requested time")
     ax.hist(values["actual"], bins=bins, alpha=0.6, label="actual runtime")
     ax.axvline(
@@ -311,7 +319,7 @@ def wait_distribution(runs: list[Run], trace: str) -> Figure | None:
     )
     bottom = 10 * np.floor(10 * lowest - 1e-9) if lowest < 1 else 0.0
     bottom = max(0.0, min(bottom, 90.0))
-    handles: dict[str, object] = {}
+    handles: dict[str, Artist] = {}
     for ax, policy in zip(axes.flat, policies, strict=False):
         for run, cdf in curves:
             if run.policy != policy:
