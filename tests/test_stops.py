@@ -20,6 +20,20 @@ from batsched_ml.cli import main
 from tests.conftest import KTH
 
 CMD = [sys.executable, "-m", "batsched_ml"]
+
+
+def _default_sigint() -> None:
+    """In the child, before exec: SIGINT back to its default. A suite started in the background
+    by a non-interactive shell (``cmd &``, nohup) inherits SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler; a terminal's Ctrl-C is what these tests stand for."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start(command: list[str], **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen`` with SIGINT at its default in the child (see above)."""
+    return subprocess.Popen(command, preexec_fn=_default_sigint, **kwargs)
+
+
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
@@ -67,7 +81,7 @@ def assert_interrupted(process: subprocess.Popen, sig: int, err: str, seconds: f
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_classified_replay_with_its_trainer_process_stops(tmp_path: Path, sig: int) -> None:
     out = tmp_path / "run"
-    process = subprocess.Popen(
+    process = start(
         [
             *CMD,
             *("replay", "-q", "-o", str(out), "--variant", "classification-idempotent"),
@@ -89,7 +103,7 @@ def test_a_classified_replay_with_its_trainer_process_stops(tmp_path: Path, sig:
 def test_a_cph_replay_stops_on_ctrl_c(tmp_path: Path) -> None:
     """OR-Tools' own SIGINT handler used to swallow Ctrl-C for the whole replay."""
     out = tmp_path / "run"
-    process = subprocess.Popen(
+    process = start(
         [*CMD, "replay", "-q", "-o", str(out), "--dispatcher", "cph"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -105,7 +119,7 @@ def test_a_cph_replay_stops_on_ctrl_c(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_and_writes_a_partial_status(tmp_path: Path, sig: int) -> None:
     out = tmp_path / "served"
-    process = subprocess.Popen(
+    process = start(
         [*CMD, "serve", "--socket", "tcp://127.0.0.1:0", "-o", str(out), "--timeout", "60"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -137,7 +151,7 @@ workers = 2
     )
     runs = tmp_path / "runs" / KTH.name.removesuffix(".swf.gz")
     folders = [runs / "fcfs-classification-idempotent", runs / "spf-classification-idempotent"]
-    process = subprocess.Popen(
+    process = start(
         [*CMD, "campaign", str(config), "-q"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -161,7 +175,7 @@ def test_paper_results_stops_its_workers_at_once_on_sigterm(tmp_path: Path) -> N
     command += ["--traces", KTH.name.removesuffix(".swf.gz"), "--policies", "fcfs", "spf"]
     command += ["--variants", "classification-idempotent", "--workers", "2"]
     command += ["-o", str(tmp_path / "page.md")]
-    process = subprocess.Popen(
+    process = start(
         command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
