@@ -57,9 +57,9 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.errors import UserError
-from batsched_ml.replaying import DISPATCHERS, VARIANTS, planner_kwargs
+from batsched_ml.registry import CORRECTIONS, DISPATCHERS, VARIANTS
+from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
-from batsched_ml.scheduler.correction import CORRECTIONS
 from batsched_ml.scheduler.estimators import ESTIMATORS, predictor_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 

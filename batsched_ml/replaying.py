@@ -38,10 +38,6 @@ from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 
-VARIANTS = registry.VARIANTS
-DISPATCHERS = registry.DISPATCHERS
-DISPATCHER_ORDERS = registry.DISPATCHER_ORDERS
-
 #: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
 PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
 
@@ -74,9 +70,9 @@ class ReplayConfig:
     forest: ForestParams = field(default_factory=ForestParams)
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
+        if self.variant not in registry.VARIANTS:
             raise ConfigError(
-                f"unknown variant {self.variant!r} (choose from {', '.join(VARIANTS)})"
+                f"unknown variant {self.variant!r} (choose from {', '.join(registry.VARIANTS)})"
             )
         for option, value, default in (
             ("--predictor", self.estimator, "requested"),
@@ -95,16 +91,16 @@ class ReplayConfig:
                 raise ConfigError("--predictor-option goes with the base variant only")
             self.predictor_params = predictor_kwargs(self.estimator, self.predictor_params)
         get_correction(self.correction)  # a clear error for an unknown name
-        if self.dispatcher not in DISPATCHERS:
-            known = ", ".join(DISPATCHERS)
+        if self.dispatcher not in registry.DISPATCHERS:
+            known = ", ".join(registry.DISPATCHERS)
             raise ConfigError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
         if self.dispatcher_params:
             self.dispatcher_params = planner_kwargs(self.dispatcher, self.dispatcher_params)
         if self.dispatcher != "easy" and self.policy != "fcfs":
             raise ConfigError(
                 f"the {self.dispatcher} dispatcher orders the queue itself "
-                f"({DISPATCHER_ORDERS[self.dispatcher]}); --policy {self.policy} goes with the "
-                "easy dispatcher"
+                f"({registry.DISPATCHER_ORDERS[self.dispatcher]}); --policy {self.policy} goes "
+                "with the easy dispatcher"
             )
         if self.dispatcher != "easy" and self.classified:
             raise ConfigError(f"the {self.variant} variant runs on the easy dispatcher")
@@ -423,10 +419,10 @@ def write_predictions(
     # a measured duration varies from run to run: kept out of summary.json, which is
     # byte-identical for the same inputs
     per_job = round(1e6 * seconds / len(table), 3) if len(table) and seconds is not None else None
-    measured = {"predict_us_per_job": per_job, **(timing or {})}
-    if timing is not None:
-        timing.update(measured)
-    write_timing(out, measured)
+    if timing is None:  # a served run's predictions (collect): their own timing.json
+        write_timing(out, {"predict_us_per_job": per_job})
+    else:  # a replay's: write_outputs writes timing.json once, with the rest
+        timing["predict_us_per_job"] = per_job
     return quality
 
 

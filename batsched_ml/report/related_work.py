@@ -18,8 +18,7 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.campaign import RESULT_COLUMNS, SPEC_FIELDS, Campaign, RunSpec, result_row
-from batsched_ml.replaying import DISPATCHERS
-from batsched_ml.scheduler.correction import CORRECTIONS
+from batsched_ml.registry import CORRECTIONS, DISPATCHERS
 from batsched_ml.scheduler.estimators import ESTIMATORS
 
 PREDICTORS = tuple(ESTIMATORS)  # the page's rows, in the command line's order

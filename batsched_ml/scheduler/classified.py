@@ -14,7 +14,7 @@ Variants (``--variant``):
 ``class-clairvoyant``           the true class (runtime below the divider) replaces the model
 ==============================  ===============================================================
 
-(``base`` and ``runtime-clairvoyant`` need no classes: see :data:`batsched_ml.replaying.VARIANTS`.)
+(``base`` and ``runtime-clairvoyant`` need no classes: see :data:`batsched_ml.registry.VARIANTS`.)
 
 Runtime estimate EASY plans with for a job classified small: ``min(requested time, divider)``
 when the class is enforced (idempotent: the job is killed at the divider; clairvoyant: a truly
@@ -65,7 +65,6 @@ from batsched_ml.scheduler.core import (
 )
 from batsched_ml.scheduler.estimators import RequestedTime
 
-CLASSIFIED_VARIANTS = registry.CLASSIFIED_VARIANTS
 RESUBMIT_SUFFIX = "_resub"
 
 
@@ -118,7 +117,7 @@ class ClassifyingScheduler(EasyScheduler):
         starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
         audit: bool = False,
     ) -> None:
-        if variant not in CLASSIFIED_VARIANTS:
+        if variant not in registry.CLASSIFIED_VARIANTS:
             raise ValueError(f"unknown classified variant {variant!r}")
         super().__init__(
             policy, RequestedTime(), starvation_threshold=starvation_threshold, audit=audit

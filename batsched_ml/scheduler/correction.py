@@ -52,12 +52,10 @@ class Correction:
         return est, count
 
 
-CORRECTIONS = registry.CORRECTIONS
-
-
 def get_correction(name: str) -> Correction | None:
     if name == "none":
         return None
-    if name not in CORRECTIONS:
-        raise ConfigError(f"unknown correction {name!r} (choose from {', '.join(CORRECTIONS)})")
+    if name not in registry.CORRECTIONS:
+        known = ", ".join(registry.CORRECTIONS)
+        raise ConfigError(f"unknown correction {name!r} (choose from {known})")
     return Correction(name)

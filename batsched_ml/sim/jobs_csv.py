@@ -71,13 +71,12 @@ def finished_row(
     and only the stretch's division needs the wider type.
     """
     execution = finish - start
-    if not (
-        execution > 0 and start.is_integer() and finish.is_integer() and float(subtime).is_integer()
-    ):
-        return _finished_ld(
-            name, workload, profile, subtime, res, walltime, state, start, finish, alloc, metadata
-        )
-    turnaround = finish - subtime
+    if execution > 0 and start.is_integer() and finish.is_integer() and float(subtime).is_integer():
+        turnaround = finish - subtime
+        stretch = float(_LD(turnaround) / _LD(execution))
+        times: tuple[float, ...] = (execution, finish, start - subtime, turnaround, stretch)
+    else:
+        times = _times_ld(subtime, start, finish)
     return _FINISHED % (
         name,
         workload,
@@ -88,54 +87,23 @@ def finished_row(
         state == "COMPLETED_SUCCESSFULLY",
         state,
         start,
-        execution,
-        finish,
-        start - subtime,
-        turnaround,
-        float(_LD(turnaround) / _LD(execution)),
+        *times,
         alloc,
         metadata,
     )
 
 
-def _finished_ld(
-    name: str,
-    workload: str,
-    profile: str,
-    subtime: float,
-    res: int,
-    walltime: float | None,
-    state: str,
-    start: float,
-    finish: float,
-    alloc: ProcSet,
-    metadata: str,
-) -> str:
-    """:func:`finished_row` in ``long double`` throughout, as Batsim computes it."""
+def _times_ld(subtime: float, start: float, finish: float) -> tuple[float, ...]:
+    """Execution, finish, waiting, turnaround and stretch in ``long double`` throughout, as
+    Batsim computes them."""
     start_ld, sub_ld = _LD(start), _LD(subtime)
     runtime = _LD(finish) - start_ld
     if runtime == 0:
         runtime = _LD_EPSILON_RUNTIME
     completion = start_ld + runtime
     turnaround = completion - sub_ld
-    return _FINISHED % (
-        name,
-        workload,
-        profile,
-        subtime,
-        res,
-        walltime if walltime is not None else -1.0,
-        state == "COMPLETED_SUCCESSFULLY",
-        state,
-        start,
-        float(runtime),
-        float(completion),
-        float(start_ld - sub_ld),
-        float(turnaround),
-        float(turnaround / runtime),
-        alloc,
-        metadata,
-    )
+    ld = (runtime, completion, start_ld - sub_ld, turnaround, turnaround / runtime)
+    return tuple(float(value) for value in ld)  # then each cast to double, as Batsim does
 
 
 def rejected_row(
