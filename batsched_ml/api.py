@@ -67,7 +67,8 @@ def replay(workload: str | Path | dict[str, Any], config: Any = None, /, **setti
     :class:`~batsched_ml.errors.ConfigError` with the reason.
     """
     from batsched_ml.metrics import read_jobs_csv
-    from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+    from batsched_ml.outputs import write_replay
+    from batsched_ml.replaying import ReplayConfig, run_replay
     from batsched_ml.workload.io import load_workload
 
     if "predictor" in settings:
@@ -80,7 +81,7 @@ def replay(workload: str | Path | dict[str, Any], config: Any = None, /, **setti
     result = run_replay(data, config)
     with tempfile.TemporaryDirectory(prefix="batsched-ml-") as tmp:
         out = Path(tmp)
-        write_outputs(result, out)
+        write_replay(result, out)
         tables = {
             name: pd.read_csv(out / file) if (out / file).exists() else None
             for name, file in _TABLES.items()

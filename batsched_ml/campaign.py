@@ -400,13 +400,14 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
             return result_row(spec, folder, "existing", 0.0)
         if reason == "not run yet":
             reason = ""
-        from batsched_ml.replaying import run_replay, write_outputs
+        from batsched_ml.outputs import write_replay
+        from batsched_ml.replaying import run_replay
         from batsched_ml.workload.io import load_workload
 
         claimed = claim(folder, identity, force=True)  # the campaign owns its run folders
         with claimed.running():
             workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
-            write_outputs(run_replay(workload, spec.config()), folder, run_id=claimed.run_id)
+            write_replay(run_replay(workload, spec.config()), folder, run_id=claimed.run_id)
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return result_row(spec, folder, "failed", time.perf_counter() - started, last, reason)

@@ -272,7 +272,8 @@ def _config(args: argparse.Namespace):
 def _cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from batsched_ml.replaying import run_replay, write_outputs
+    from batsched_ml.outputs import write_replay
+    from batsched_ml.replaying import run_replay
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.workload.io import load_workload
 
@@ -295,7 +296,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                 result = run_replay(
                     workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
                 )
-        summary = write_outputs(result, args.output, run_id=folder.run_id)
+        summary = write_replay(result, args.output, run_id=folder.run_id)
     elapsed = time.perf_counter() - started
     print(_summary_table(summary))
     if summary.get("skipped_lines"):

@@ -17,15 +17,25 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batsched_ml.errors import UserError
-from batsched_ml.metrics import logical_jobs, read_jobs_csv, summarize
+from batsched_ml.metrics import logical_jobs, read_jobs_csv
+from batsched_ml.outputs import (
+    JOBS,
+    PREDICTED,
+    REPORT,
+    SCHEDULER_TABLES,
+    SUMMARY,
+    run_summary,
+    write_json,
+    write_predictions,
+)
 from batsched_ml.runfolder import COMPLETE, RUNNING, RunIdentity, claim, read_run, workload_record
-from batsched_ml.served import PREDICTED
 from batsched_ml.workload.io import load_workload
 
-SCHEDULER_TABLES = ("decisions.csv", "classification.csv", "weekly_quality.csv")
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class CollectError(UserError, RuntimeError):
@@ -113,16 +123,13 @@ def collect(
             f"{batsim_jobs}: {len(seen)} jobs for a workload of {len(expected)} ({missing} missing)"
         )
     summary = {
-        "trace": workload.get("trace"),
-        "config": status.get("config", {}),
-        "workload_jobs": len(expected),
-        **summarize(
+        **run_summary(
             table,
-            nb_machines=int(workload["nb_res"]),
-            unix_start_time=workload.get("unix_start_time"),
-            time_zone=workload.get("time_zone_string"),
+            workload,
+            status.get("config", {}),
+            status.get("rejected", []),
+            workload_jobs=len(expected),
         ),
-        "rejected_jobs": status.get("rejected", []),
         "scheduler": {k: status[k] for k in ("status", "messages", "decisions") if k in status},
         "batsim_version": batsim_version,
     }
@@ -136,7 +143,7 @@ def collect(
     claimed = claim(out_dir, identity, force=force)
     summary = {"run_id": claimed.run_id, **summary}
     with claimed.running():
-        _write(summary, status, batsim_jobs, scheduler_dir, Path(out_dir))
+        _write(summary, status, batsim_jobs, table, scheduler_dir, Path(out_dir))
     return summary
 
 
@@ -201,31 +208,30 @@ def _write(
     summary: dict[str, Any],
     status: dict[str, Any],
     batsim_jobs: Path,
+    table: pd.DataFrame,
     scheduler_dir: Path,
     out: Path,
 ) -> None:
     if "predictor" in status and (scheduler_dir / PREDICTED).exists():
-        summary["prediction"] = _predictions(batsim_jobs, scheduler_dir, status["predictor"], out)
-    shutil.copyfile(batsim_jobs, out / "jobs.csv")
+        summary["prediction"] = _predictions(table, scheduler_dir, status["predictor"], out)
+    shutil.copyfile(batsim_jobs, out / JOBS)
     for name in SCHEDULER_TABLES:
         if (scheduler_dir / name).exists():
             shutil.copyfile(scheduler_dir / name, out / name)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "report.md").write_text(report_text(summary))
+    write_json(out / SUMMARY, summary)
+    (out / REPORT).write_text(report_text(summary))
 
 
-def _predictions(batsim_jobs: Path, scheduler_dir: Path, name: str, out: Path) -> dict[str, Any]:
+def _predictions(table: pd.DataFrame, scheduler_dir: Path, name: str, out: Path) -> dict[str, Any]:
     """The served run's predictions against Batsim's runtimes: ``predictions.csv``,
     ``timing.json`` and the quality, as a replay writes them (one :func:`write_predictions`)."""
-    from batsched_ml.replaying import write_predictions
-
     with (scheduler_dir / PREDICTED).open(newline="") as handle:
         predictions = {row["job_id"]: float(row["predicted"]) for row in csv.DictReader(handle)}
     timing_path = scheduler_dir / "timing.json"
     seconds = (
         json.loads(timing_path.read_text()).get("predict_seconds") if timing_path.exists() else None
     )
-    return write_predictions(predictions, name, batsim_jobs, out, seconds=seconds)
+    return write_predictions(predictions, name, table, out, seconds=seconds)
 
 
 def run_title(config: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ TAU = 60.0
 MONTH = 30 * 86_400.0
 
 
-def read_jobs_csv(path: str | Path) -> pd.DataFrame:
+def read_jobs_csv(path: str | Path | IO[str]) -> pd.DataFrame:
     """A Batsim jobs table, with ``job_id`` kept as text."""
     return pd.read_csv(
         path, dtype={"job_id": str, "workload_name": str, "allocated_resources": str}

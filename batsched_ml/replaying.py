@@ -8,23 +8,14 @@ Batsim; both give the same job table byte for byte.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from batsched_ml import registry
 from batsched_ml.errors import ConfigError
-from batsched_ml.metrics import (
-    classification_quality,
-    prediction_quality,
-    read_jobs_csv,
-    summarize,
-)
-from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer
 from batsched_ml.protocol.events import Message
@@ -35,7 +26,6 @@ from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.scheduler.estimators import ESTIMATORS, make_estimator, predictor_kwargs
 from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
-from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 
 #: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
@@ -327,158 +317,3 @@ def _run_over_zmq(
     if failure:
         raise failure[0]
     return count
-
-
-def write_outputs(
-    result: ReplayResult, out_dir: str | Path, *, run_id: str | None = None
-) -> dict[str, Any]:
-    """Write ``jobs.csv`` and ``summary.json`` (and the predictor's and classifier's tables)
-    into ``out_dir``; return the summary. ``run_id`` (:mod:`batsched_ml.runfolder`) goes into
-    ``summary.json`` and ``timing.json``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    jobs_path = out / "jobs.csv"
-    jobs_csv.write_jobs_csv(jobs_path, result.rows)
-    workload = result.workload
-    summary = summarize(
-        read_jobs_csv(jobs_path),
-        nb_machines=int(workload["nb_res"]),
-        unix_start_time=workload.get("unix_start_time"),
-        time_zone=workload.get("time_zone_string"),
-    )
-    summary = {
-        **({"run_id": run_id} if run_id is not None else {}),
-        "trace": workload.get("trace"),
-        "config": result.config.as_dict(),
-        "workload_jobs": len(workload.get("jobs", [])),
-        **summary,
-        "rejected_jobs": list(result.scheduler.rejected),
-    }
-    skipped = (workload.get("cleaning") or {}).get("skipped_lines")
-    if skipped:  # --lenient: the malformed lines left out of the trace
-        summary["skipped_lines"] = skipped
-    scheduler = result.scheduler
-    # wall-clock figures go to timing.json only: summary.json is byte-identical across reruns
-    timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}
-    if run_id is not None:
-        timing = {"run_id": run_id, **timing}
-    if isinstance(scheduler.estimator, MeasuredPredictor):
-        planner = scheduler.planner
-        if planner is not None:
-            timing["cph"] = {
-                "solver_calls": planner.calls,
-                "differ_from_prb": planner.improved,
-                "fallbacks": planner.fallbacks,
-            }
-        predictor = scheduler.estimator
-        summary["prediction"] = write_predictions(
-            predictor.predictions,
-            predictor.name,
-            jobs_path,
-            out,
-            seconds=predictor.seconds,
-            timing=timing,
-        )
-    if isinstance(scheduler, ClassifyingScheduler):
-        summary["classification"] = write_classification(scheduler, out)
-        summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
-        timing.update(training_seconds(scheduler))
-    write_timing(out, timing)
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    tmp.replace(out / "summary.json")
-    result.summary = summary
-    return summary
-
-
-def write_predictions(
-    predictions: Mapping[str, float],
-    name: str,
-    jobs_path: Path,
-    out: Path,
-    *,
-    seconds: float | None = None,
-    timing: dict[str, Any] | None = None,
-) -> dict:
-    """``predictions.csv`` (each job's predicted runtime, made at its first submission, and
-    its actual runtime in the job table at ``jobs_path``: ours in a replay, Batsim's after a
-    served run), ``timing.json`` (``seconds`` spent predicting, per job, plus ``timing``) and
-    the quality figures for ``summary.json``."""
-    import pandas as pd
-
-    jobs = read_jobs_csv(jobs_path)
-    jobs = jobs[jobs["final_state"] != "REJECTED"]
-    ids = jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
-    predicted = ids.map(predictions)
-    table = pd.DataFrame(
-        {"job_id": ids, "predicted": predicted, "actual": jobs["execution_time"]}
-    ).dropna()
-    table.to_csv(out / "predictions.csv", index=False)
-    quality = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
-    quality["predictor"] = name
-    # a measured duration varies from run to run: kept out of summary.json, which is
-    # byte-identical for the same inputs
-    per_job = round(1e6 * seconds / len(table), 3) if len(table) and seconds is not None else None
-    if timing is None:  # a served run's predictions (collect): their own timing.json
-        write_timing(out, {"predict_us_per_job": per_job})
-    else:  # a replay's: write_outputs writes timing.json once, with the rest
-        timing["predict_us_per_job"] = per_job
-    return quality
-
-
-def write_timing(out: Path, timing: dict[str, Any]) -> None:
-    """``timing.json``: the run's wall-clock figures (replay, prediction and training seconds),
-    the only file of a run folder that differs between two runs of the same inputs."""
-    (out / "timing.json").write_text(json.dumps(timing) + "\n")
-
-
-def training_seconds(scheduler: ClassifyingScheduler) -> dict[str, Any]:
-    """The weekly forests' training time, in all and week by week (wall clock)."""
-    return {
-        "train_seconds": round(sum(w.train_seconds for w in scheduler.weeks), 3),
-        "weekly_train_seconds": [[w.week, round(w.train_seconds, 3)] for w in scheduler.weeks],
-    }
-
-
-def write_classification(scheduler: ClassifyingScheduler, out: Path) -> dict[str, Any]:
-    """Write the per-job classification, the weekly quality and the weekly Gini importances
-    next to the job table; return the overall quality for ``summary.json``."""
-    import pandas as pd
-
-    records = pd.DataFrame(
-        [
-            {
-                "job_id": r.job_id,
-                "week": r.week,
-                "divider": r.divider,
-                "predicted_small": r.predicted_small,
-                "runtime": r.runtime,
-                "attempts": r.attempts,
-            }
-            for r in scheduler.records
-        ],
-        columns=["job_id", "week", "divider", "predicted_small", "runtime", "attempts"],
-    )
-    records.to_csv(out / "classification.csv", index=False)
-    weekly, overall = classification_quality(records)
-    weeks = pd.DataFrame(
-        [
-            {
-                "week": w.week,
-                "divider": w.divider,
-                "model": w.has_model,
-                "n_train": w.n_train,
-            }
-            for w in scheduler.weeks
-        ]
-    )
-    weekly = weeks.merge(weekly, on="week", how="left")
-    weekly.to_csv(out / "weekly_quality.csv", index=False, float_format="%.6f")
-    importances = pd.DataFrame(
-        [[w.week, *w.importances] for w in scheduler.weeks if w.importances is not None],
-        columns=["week", *FEATURE_NAMES],
-    )
-    importances.to_csv(out / "feature_importance.csv", index=False, float_format="%.6f")
-    overall["kill_decisions"] = scheduler.kill_decisions
-    overall["weeks_with_model"] = int(sum(w.has_model for w in scheduler.weeks))
-    return overall

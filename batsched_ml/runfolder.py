@@ -37,33 +37,9 @@ from typing import Any
 
 from batsched_ml import __version__
 from batsched_ml.errors import UserError
+from batsched_ml.outputs import RUN_FILE, RUN_OUTPUTS
 
-RUN_FILE = "run.json"
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
-
-#: Every name a run writes into its folder (and SQLite's companions): only folders made of these
-#: are replaced by ``--force``.
-RUN_OUTPUTS = frozenset(
-    {
-        RUN_FILE,
-        "jobs.csv",
-        "summary.json",
-        "timing.json",
-        "predictions.csv",
-        "predicted.csv",
-        "classification.csv",
-        "weekly_quality.csv",
-        "feature_importance.csv",
-        "decisions.csv",
-        "serve.json",
-        "report.md",
-        "models",
-        "trainer.sqlite",
-        "trainer.sqlite-wal",
-        "trainer.sqlite-shm",
-        "trainer.sqlite-journal",
-    }
-)
 
 #: Libraries whose versions can change a run's numbers (the forest, the planner, the tables).
 RESULT_LIBRARIES = ("numpy", "scikit-learn", "pandas", "ortools")

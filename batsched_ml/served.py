@@ -18,6 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.outputs import (
+    DECISIONS,
+    PREDICTED,
+    SERVE_STATUS,
+    training_seconds,
+    write_classification,
+    write_timing,
+)
 from batsched_ml.protocol.events import (
     CallMeLater,
     ExecuteJob,
@@ -30,7 +38,6 @@ from batsched_ml.protocol.events import (
 )
 
 DECISION_COLUMNS = ("time", "type", "job_id", "detail")
-PREDICTED = "predicted.csv"  # a served run's runtime predictions, one per job (job_id, predicted)
 
 
 def _describe(event: Any) -> tuple[str, str, str]:
@@ -142,18 +149,13 @@ class ServedRun:
         run, else why it stopped."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        with (out / "decisions.csv").open("w", newline="") as handle:
+        with (out / DECISIONS).open("w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(DECISION_COLUMNS)
             for time, kind, job_id, detail in self.decisions:
                 writer.writerow((f"{time:g}", kind, job_id, detail))
         status = self.status(reason)
-        from batsched_ml.replaying import (
-            MeasuredPredictor,
-            training_seconds,
-            write_classification,
-            write_timing,
-        )
+        from batsched_ml.replaying import MeasuredPredictor
         from batsched_ml.scheduler.classified import ClassifyingScheduler
 
         timing: dict[str, Any] = {"run_id": self.run_id}
@@ -172,7 +174,7 @@ class ServedRun:
             timing["predict_seconds"] = predictor.seconds
             timing["predictions"] = len(predictor.predictions)
         write_timing(out, timing)
-        (out / "serve.json").write_text(json.dumps(status, indent=1) + "\n")
+        (out / SERVE_STATUS).write_text(json.dumps(status, indent=1) + "\n")
         return status
 
 

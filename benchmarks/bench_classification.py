@@ -11,7 +11,8 @@ from pathlib import Path
 
 from _common import HPC2N, need, peak_rss_mib
 
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 
 
@@ -22,7 +23,7 @@ def main() -> None:
     workload = load_workload(need(path))
     result = run_replay(workload, ReplayConfig(policy="fcfs", variant=variant))
     with tempfile.TemporaryDirectory() as out:
-        summary = write_outputs(result, out)
+        summary = write_replay(result, out)
         timing = json.loads((Path(out) / "timing.json").read_text())
     elapsed = time.perf_counter() - started
     quality = summary.get("classification", {})

@@ -15,7 +15,8 @@ import time
 from _common import KTH, need
 
 import batsched_ml.replaying as replay
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.workload.io import load_workload
 
@@ -46,7 +47,7 @@ def measure(workload, budget: float, window: int) -> None:
     result = run_replay(workload, ReplayConfig(dispatcher="cph"))
     elapsed = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as out:
-        summary = write_outputs(result, out)
+        summary = write_replay(result, out)
     planner = planners[-1]
     calls = sorted(planner.seconds)
     p99 = calls[int(0.99 * (len(calls) - 1))] if calls else 0.0

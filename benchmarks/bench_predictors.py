@@ -17,7 +17,8 @@ from pathlib import Path
 
 from _common import KTH, need
 
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.estimators import ESTIMATORS
 from batsched_ml.workload.io import load_workload
 
@@ -27,7 +28,7 @@ def measure(workload: dict, predictor: str) -> None:
     result = run_replay(workload, ReplayConfig(estimator=predictor))
     elapsed = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as out:
-        quality = write_outputs(result, out)["prediction"]
+        quality = write_replay(result, out)["prediction"]
     measured = result.scheduler.estimator
     per_job = 1e6 * measured.seconds / max(1, len(measured.predictions))
     print(

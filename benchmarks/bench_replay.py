@@ -13,7 +13,8 @@ import time
 
 from _common import HPC2N, KTH, need, peak_rss_mib
 
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 
 
@@ -24,7 +25,7 @@ def measure(path, policy: str) -> None:
     result = run_replay(workload, ReplayConfig(policy=policy))
     t2 = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
-        summary = write_outputs(result, out)
+        summary = write_replay(result, out)
     t3 = time.perf_counter()
     jobs = len(workload["jobs"])
     print(

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from batsched_ml.metrics import logical_jobs, read_jobs_csv
+from batsched_ml.outputs import write_replay
 from batsched_ml.predict.training import WeeklyModel
 from batsched_ml.protocol.events import RegisterJob, RegisterProfile
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.sim.jobs_csv import HEADER
 from tests.conftest import workload_head
 
@@ -119,7 +120,7 @@ def test_resubmission_uses_a_fresh_profile_copy_and_a_new_id(tmp_path: Path) -> 
 
 def test_logical_jobs_fold_the_attempts(tmp_path: Path) -> None:
     result = replay("classification-idempotent")
-    summary = write_outputs(result, tmp_path)
+    summary = write_replay(result, tmp_path)
     table = logical_jobs(read_jobs_csv(tmp_path / "jobs.csv"))
     job2 = table[table["job_id"] == "2"].iloc[0]
     assert (job2["submission_time"], job2["starting_time"], job2["finish_time"]) == (
@@ -191,7 +192,7 @@ def test_runtime_clairvoyant_plans_with_actual_runtimes() -> None:
 def test_no_job_lost_on_a_real_trace(variant: str, kth_workload, tmp_path: Path) -> None:
     wl = workload_head(kth_workload, 2500)
     result = run_replay(wl, ReplayConfig(policy="saf", variant=variant))
-    summary = write_outputs(result, tmp_path)
+    summary = write_replay(result, tmp_path)
     attempts = read_jobs_csv(tmp_path / "jobs.csv")
     table = logical_jobs(attempts)
     assert sorted(table["job_id"].astype(int)) == sorted(j["id"] for j in wl["jobs"])

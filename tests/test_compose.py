@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from batsched_ml.cli import build_parser
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 from tests.conftest import KTH, ROOT
 
@@ -269,7 +270,7 @@ def test_the_compose_services_run_as_plain_processes_on_loopback(
     assert statuses == ["batsim.json", "prepare.json", "scheduler.json", "trainer.json"]
     # the same experiment in one process gives the same job table and figures
     workload = load_workload(tmp_path / "data" / "input" / "workload.json")
-    expected = write_outputs(run_replay(workload, config), tmp_path / "replay")
+    expected = write_replay(run_replay(workload, config), tmp_path / "replay")
     assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
     summary = json.loads((out / "summary.json").read_text())
     for key in ("jobs", "finished", "mean_bsld", "mean_wait", "kills", "monthly", "prediction"):
@@ -323,7 +324,7 @@ def test_a_second_experiment_reports_its_own_run_never_the_previous_one(tmp_path
     assert re.search(r"^policy +spf \(base\)$", second, re.M), second
     out = tmp_path / "o"
     workload = load_workload(tmp_path / "data" / "input" / "workload.json")
-    write_outputs(run_replay(workload, ReplayConfig(policy="spf")), tmp_path / "replay")
+    write_replay(run_replay(workload, ReplayConfig(policy="spf")), tmp_path / "replay")
     assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
     summary = json.loads((out / "summary.json").read_text())
     run = json.loads((out / "run.json").read_text())
@@ -420,7 +421,7 @@ def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
             assert summary["config"] == config.as_dict()
             assert summary["finished"] == summary["jobs"] == len(workload["jobs"])
             expected = tmp_path / f"replay-{config.policy}-{config.variant}"
-            write_outputs(run_replay(workload, config), expected)
+            write_replay(run_replay(workload, config), expected)
             assert (out / "jobs.csv").read_bytes() == (expected / "jobs.csv").read_bytes()
             assert json.loads((out / "run.json").read_text())["run_id"] == summary["run_id"]
         # the second run's folder holds nothing of the first (a classified run's tables)

@@ -22,7 +22,8 @@ from procset import ProcSet
 
 from batsched_ml.alloc import mask_of
 from batsched_ml.metrics import RESUBMIT_SUFFIX, logical_jobs, max_machines_in_use, read_jobs_csv
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.workload.io import load_workload
 from tests.conftest import ROOT, TRACES, workload_head
@@ -66,7 +67,7 @@ def check_schedule(table: pd.DataFrame, workload: dict[str, Any]) -> dict[str, i
 
 def replay_twice(workload: dict[str, Any], config: ReplayConfig, out: Path) -> pd.DataFrame:
     first = run_replay(workload, config)
-    write_outputs(first, out)
+    write_replay(first, out)
     second = run_replay(workload, config)
     assert second.rows == first.rows, "a second run gave another job table"
     return read_jobs_csv(out / "jobs.csv")

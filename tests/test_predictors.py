@@ -221,11 +221,12 @@ def test_apa_mae_and_ur_by_hand() -> None:
 
 def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path) -> None:
     from batsched_ml.metrics import prediction_quality
-    from batsched_ml.replaying import run_replay, write_outputs
+    from batsched_ml.outputs import write_replay
+    from batsched_ml.replaying import run_replay
     from tests.conftest import workload_head
 
     workload = workload_head(kth_workload, 800)
-    summary = write_outputs(run_replay(workload, ReplayConfig(estimator="easy++")), tmp_path / "pp")
+    summary = write_replay(run_replay(workload, ReplayConfig(estimator="easy++")), tmp_path / "pp")
     table = pd.read_csv(tmp_path / "pp" / "predictions.csv")
     assert len(table) == 800 and summary["prediction"]["jobs"] == 800
     expected = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
@@ -239,7 +240,7 @@ def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path
     first = workload["jobs"][0]
     row = table[table["job_id"] == f"w0!{first['id']}"].iloc[0]
     assert row["predicted"] == first["walltime"]
-    clairvoyant = write_outputs(
+    clairvoyant = write_replay(
         run_replay(workload, ReplayConfig(estimator="actual")), tmp_path / "cl"
     )
     assert clairvoyant["prediction"]["APA"] == 1.0 and clairvoyant["prediction"]["UR"] == 0.0

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from batsched_ml.metrics import max_machines_in_use, read_jobs_csv
+from batsched_ml.outputs import write_replay
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay
 from tests.conftest import workload_head
 
 SLICE = 3000  # the first 3,000 KTH-SP2 jobs: about a month, queues of up to ~100 jobs
@@ -29,7 +30,7 @@ def check_replay(workload: dict, out: Path) -> None:
 def test_replay_invariants_and_summary(policy: str, kth_workload, tmp_path: Path) -> None:
     workload = workload_head(kth_workload, SLICE)
     result = run_replay(workload, ReplayConfig(policy=policy))
-    summary = write_outputs(result, tmp_path)
+    summary = write_replay(result, tmp_path)
     check_replay(workload, tmp_path)
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk == summary
@@ -65,7 +66,7 @@ def test_same_inputs_same_bytes(kth_workload, tmp_path: Path, config: ReplayConf
     and training seconds) is byte-identical across reruns of the same inputs."""
     workload = workload_head(kth_workload, 3000 if config.classified else SLICE)
     for run in ("a", "b"):
-        write_outputs(run_replay(workload, config), tmp_path / run)
+        write_replay(run_replay(workload, config), tmp_path / run)
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "b").iterdir())
     assert "timing.json" in names and "summary.json" in names
@@ -84,9 +85,9 @@ def test_same_inputs_same_bytes(kth_workload, tmp_path: Path, config: ReplayConf
 def test_zeromq_path_gives_the_same_job_table(policy: str, kth_workload, tmp_path: Path) -> None:
     workload = workload_head(kth_workload, 1500)
     config = ReplayConfig(policy=policy)
-    write_outputs(run_replay(workload, config), tmp_path / "inproc")
+    write_replay(run_replay(workload, config), tmp_path / "inproc")
     served = run_replay(workload, config, zmq_endpoint="tcp://127.0.0.1:*")
-    write_outputs(served, tmp_path / "zmq")
+    write_replay(served, tmp_path / "zmq")
     assert (tmp_path / "zmq" / "jobs.csv").read_bytes() == (
         tmp_path / "inproc" / "jobs.csv"
     ).read_bytes()
@@ -97,7 +98,7 @@ def test_zeromq_path_gives_the_same_job_table(policy: str, kth_workload, tmp_pat
 @pytest.mark.parametrize("policy", ["fcfs", "wfp", "spf", "saf"])
 def test_full_kth_replay(policy: str, kth_workload, tmp_path: Path) -> None:
     result = run_replay(kth_workload, ReplayConfig(policy=policy))
-    write_outputs(result, tmp_path)
+    write_replay(result, tmp_path)
     check_replay(kth_workload, tmp_path)
 
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from batsched_ml.cli import main
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.report import data, figures
 from tests.conftest import workload_head
 
@@ -28,7 +29,7 @@ def runs_dir(kth_workload, tmp_path_factory) -> Path:
     for policy in ("fcfs", "spf"):
         for variant in VARIANTS:
             result = run_replay(workload, ReplayConfig(policy=policy, variant=variant))
-            write_outputs(result, root / workload["trace"] / f"{policy}-{variant}")
+            write_replay(result, root / workload["trace"] / f"{policy}-{variant}")
     return root
 
 
@@ -189,7 +190,7 @@ def test_a_report_of_runs_shorter_than_a_training_week(kth_workload, tmp_path: P
     workload = workload_head(kth_workload, 300)
     for variant in ("base", "classification-idempotent"):
         result = run_replay(workload, ReplayConfig(variant=variant))
-        write_outputs(result, tmp_path / "runs" / variant)
+        write_replay(result, tmp_path / "runs" / variant)
     assert (
         tmp_path / "runs" / "classification-idempotent" / "feature_importance.csv"
     ).read_text().count("\n") == 1

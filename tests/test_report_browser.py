@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from batsched_ml.cli import main
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.report import figures
 from tests.conftest import workload_head
 
@@ -92,7 +93,7 @@ def report(chromium: str, kth_workload, tmp_path_factory) -> Path:
     for policy in ("fcfs", "spf"):
         for variant in ("base", "classification-idempotent"):
             result = run_replay(workload, ReplayConfig(policy=policy, variant=variant))
-            write_outputs(result, root / "runs" / f"{policy}-{variant}")
+            write_replay(result, root / "runs" / f"{policy}-{variant}")
     assert main(["report", str(root / "runs"), "-o", str(root / "report")]) == 0
     return root / "report"
 

@@ -18,9 +18,10 @@ import zmq
 from sklearn.ensemble import RandomForestClassifier
 
 from batsched_ml.errors import ConfigError
+from batsched_ml.outputs import write_replay
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replaying import ReplayConfig, run_replay, write_outputs
+from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.trainer.client import RemoteTrainer
 from batsched_ml.trainer.process import free_tcp_endpoint, trainer_command
 from batsched_ml.trainer.schema import encode
@@ -312,7 +313,7 @@ def test_trainer_process_gives_the_same_job_table_as_in_process(
     assert remote.events == []
     manifest = json.loads((tmp_path / "models" / "manifest.json").read_text())
     assert [e["week"] for e in manifest["entries"] if e["file"]] == [1, 2, 3, 4]
-    summary = write_outputs(served, tmp_path / "out")
+    summary = write_replay(served, tmp_path / "out")
     assert summary["trainer_events"] == []
 
 
@@ -323,7 +324,7 @@ def test_no_trainer_means_every_job_large_and_the_run_completes(kth_workload, tm
     assert result.scheduler.kill_decisions == 0  # nothing was ever classified small
     assert {e["event"] for e in remote.events} == {"trainer_unavailable"}
     assert all(e["using"] == "every job large" for e in remote.events)
-    summary = write_outputs(result, tmp_path / "out")
+    summary = write_replay(result, tmp_path / "out")
     assert summary["trainer_events"] == remote.events and summary["jobs"] == 2500
 
 
@@ -477,7 +478,7 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
     assert used[21].week == 21 and used[21].predictor is not None
     weeks = [e["week"] for e in ModelStore(tmp_path / "models").manifest()["entries"]]
     assert 21 in weeks and max(weeks) == max(used) and 20 not in weeks
-    summary = write_outputs(result, tmp_path / "out")
+    summary = write_replay(result, tmp_path / "out")
     assert summary["trainer_events"] == remote.events
     jobs = logical_jobs(read_jobs_csv(tmp_path / "out" / "jobs.csv"))
     assert len(jobs) == len(kth_workload["jobs"])

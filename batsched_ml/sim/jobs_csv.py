@@ -130,12 +130,15 @@ def rejected_row(
     return ",".join(head) + "," * 8 + f',"{metadata}"'
 
 
+def jobs_text(rows: list[str]) -> str:
+    """The table's file contents: the header, then one line per row."""
+    return "".join([HEADER, "\n", *(row + "\n" for row in rows)])
+
+
 def write_jobs_csv(path: str | Path, rows: list[str]) -> None:
     """Write the header and ``rows`` (atomically: a temporary file renamed into place)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="") as out:
-        out.write(HEADER + "\n")
-        for row in rows:
-            out.write(row + "\n")
+        out.write(jobs_text(rows))
     tmp.replace(path)

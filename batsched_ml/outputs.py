@@ -1,0 +1,267 @@
+"""A run folder's files: their names, defined once, and the writers that make them from the run's
+records in memory.
+
+Every command that leaves results behind writes them here: ``replay`` (and campaigns and the
+Python API, which run replays) through :func:`write_replay`, ``serve`` through
+:func:`write_classification` / :func:`write_timing`, ``collect`` through :func:`run_summary` and
+:func:`write_predictions`. So one summary has one layout whatever made it, and a figure is
+computed in one place (:mod:`batsched_ml.metrics`).
+
+Why from memory: the job table is formatted once (Batsim's ``%f`` text, :mod:`.sim.jobs_csv`),
+written, and the same text is parsed once into the table every figure is computed from: the
+figures are those of the file a reader opens, without reading it back from disk again for each
+table.
+
+Wall-clock figures go to ``timing.json`` only: every other file of a run is byte-identical across
+reruns of the same inputs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the writers take these; importing them here would pull the whole scheduler
+    import pandas as pd
+
+    from batsched_ml.replaying import ReplayResult
+
+RUN_FILE = "run.json"  # the run's identity and status (:mod:`batsched_ml.runfolder`)
+JOBS = "jobs.csv"  # Batsim's job table, one row per attempt
+SUMMARY = "summary.json"  # the figures, the settings, the classifier's and predictor's quality
+TIMING = "timing.json"  # wall-clock figures: the only file that differs between reruns
+PREDICTIONS = "predictions.csv"  # per job: predicted and actual runtime
+PREDICTED = "predicted.csv"  # a served run's predictions, before collect joins the runtimes
+CLASSIFICATION = "classification.csv"  # per job: week, divider, predicted class, attempts
+WEEKLY_QUALITY = "weekly_quality.csv"  # the classifier week by week
+FEATURE_IMPORTANCE = "feature_importance.csv"  # the weekly forests' Gini importances
+DECISIONS = "decisions.csv"  # a served run's decisions
+SERVE_STATUS = "serve.json"  # a served run's status
+REPORT = "report.md"  # a collected run's short report
+MODELS = "models"  # the side trainer's model store (a folder)
+TRAINER_DB = "trainer.sqlite"
+
+#: Every name a run may write into its folder (with SQLite's companions of the trainer's store):
+#: only folders made of these are replaced by ``--force`` (:mod:`batsched_ml.runfolder`).
+RUN_OUTPUTS = frozenset(
+    {
+        RUN_FILE,
+        JOBS,
+        SUMMARY,
+        TIMING,
+        PREDICTIONS,
+        PREDICTED,
+        CLASSIFICATION,
+        WEEKLY_QUALITY,
+        FEATURE_IMPORTANCE,
+        DECISIONS,
+        SERVE_STATUS,
+        REPORT,
+        MODELS,
+        TRAINER_DB,
+        *(TRAINER_DB + suffix for suffix in ("-wal", "-shm", "-journal")),
+    }
+)
+
+#: The tables a served run's scheduler writes that ``collect`` copies beside Batsim's job table.
+SCHEDULER_TABLES = (DECISIONS, CLASSIFICATION, WEEKLY_QUALITY)
+
+
+def parse_jobs(text: str) -> pd.DataFrame:
+    """The job table in ``text`` as :func:`batsched_ml.metrics.read_jobs_csv` reads the file."""
+    from batsched_ml.metrics import read_jobs_csv
+
+    return read_jobs_csv(io.StringIO(text))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` atomically: a reader sees the old file or the whole new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as handle:
+        handle.write(text)
+    tmp.replace(path)
+
+
+def write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:
+    write_text(path, json.dumps(data, indent=indent) + "\n")
+
+
+def run_summary(
+    jobs: pd.DataFrame,
+    workload: Mapping[str, Any],
+    config: Mapping[str, Any],
+    rejected: Iterable[str],
+    *,
+    workload_jobs: int | None = None,
+) -> dict[str, Any]:
+    """The head of ``summary.json``, the same for a replay and a collected served run: the
+    trace, the settings, the workload's size, the figures of :func:`~.metrics.summarize` and
+    the jobs the scheduler rejected. Callers append what only they know."""
+    from batsched_ml.metrics import summarize
+
+    return {
+        "trace": workload.get("trace"),
+        "config": dict(config),
+        "workload_jobs": len(workload.get("jobs", [])) if workload_jobs is None else workload_jobs,
+        **summarize(
+            jobs,
+            nb_machines=int(workload["nb_res"]),
+            unix_start_time=workload.get("unix_start_time"),
+            time_zone=workload.get("time_zone_string"),
+        ),
+        "rejected_jobs": list(rejected),
+    }
+
+
+def write_replay(
+    result: ReplayResult, out_dir: str | Path, *, run_id: str | None = None
+) -> dict[str, Any]:
+    """Write a replay's files into ``out_dir``: ``jobs.csv``, ``summary.json``, ``timing.json``
+    and, as the scheduler has them, the predictor's and the classifier's tables; return the
+    summary (also kept in ``result.summary``). ``run_id`` (:mod:`batsched_ml.runfolder`) goes
+    into ``summary.json`` and ``timing.json``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    from batsched_ml.sim.jobs_csv import jobs_text
+
+    text = jobs_text(result.rows)
+    write_text(out / JOBS, text)
+    jobs = parse_jobs(text)
+    workload = result.workload
+    scheduler: Any = result.scheduler  # classifying or not: read by what it has
+    summary = {
+        **({"run_id": run_id} if run_id is not None else {}),
+        **run_summary(jobs, workload, result.config.as_dict(), scheduler.rejected),
+    }
+    skipped = (workload.get("cleaning") or {}).get("skipped_lines")
+    if skipped:  # --lenient: the malformed lines left out of the trace
+        summary["skipped_lines"] = skipped
+    timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}
+    if run_id is not None:
+        timing = {"run_id": run_id, **timing}
+    from batsched_ml.replaying import MeasuredPredictor
+
+    predictor = getattr(scheduler, "estimator", None)
+    if isinstance(predictor, MeasuredPredictor):
+        planner = getattr(scheduler, "planner", None)
+        if planner is not None:
+            timing["cph"] = {
+                "solver_calls": planner.calls,
+                "differ_from_prb": planner.improved,
+                "fallbacks": planner.fallbacks,
+            }
+        summary["prediction"] = write_predictions(
+            predictor.predictions,
+            predictor.name,
+            jobs,
+            out,
+            seconds=predictor.seconds,
+            timing=timing,
+        )
+    if hasattr(scheduler, "records"):  # a classifying scheduler
+        summary["classification"] = write_classification(scheduler, out)
+        summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
+        timing.update(training_seconds(scheduler))
+    write_timing(out, timing)
+    write_json(out / SUMMARY, summary)
+    result.summary = summary
+    return summary
+
+
+def write_predictions(
+    predictions: Mapping[str, float],
+    name: str,
+    jobs: pd.DataFrame,
+    out: Path,
+    *,
+    seconds: float | None = None,
+    timing: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``predictions.csv`` (each job's predicted runtime, made at its first submission, and its
+    actual runtime in the job table ``jobs``: ours in a replay, Batsim's after a served run),
+    the time spent predicting per job (into ``timing``, or a ``timing.json`` of its own for a
+    served run's collect) and the quality figures for ``summary.json``."""
+    import pandas as pd
+
+    from batsched_ml.metrics import prediction_quality
+
+    jobs = jobs[jobs["final_state"] != "REJECTED"]
+    ids = jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
+    predicted = ids.map(predictions)
+    table = pd.DataFrame(
+        {"job_id": ids, "predicted": predicted, "actual": jobs["execution_time"]}
+    ).dropna()
+    table.to_csv(out / PREDICTIONS, index=False)
+    quality = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
+    quality["predictor"] = name
+    # a measured duration varies from run to run: kept out of summary.json
+    per_job = round(1e6 * seconds / len(table), 3) if len(table) and seconds is not None else None
+    if timing is None:
+        write_timing(out, {"predict_us_per_job": per_job})
+    else:
+        timing["predict_us_per_job"] = per_job
+    return quality
+
+
+def write_timing(out: Path, timing: Mapping[str, Any]) -> None:
+    """``timing.json``: the run's wall-clock figures (replay, prediction and training seconds),
+    the only file of a run folder that differs between two runs of the same inputs."""
+    (out / TIMING).write_text(json.dumps(dict(timing)) + "\n")
+
+
+def training_seconds(scheduler: Any) -> dict[str, Any]:
+    """The weekly forests' training time, in all and week by week (wall clock)."""
+    return {
+        "train_seconds": round(sum(w.train_seconds for w in scheduler.weeks), 3),
+        "weekly_train_seconds": [[w.week, round(w.train_seconds, 3)] for w in scheduler.weeks],
+    }
+
+
+def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
+    """Write the per-job classification, the weekly quality and the weekly Gini importances of
+    a classifying scheduler; return the overall quality for ``summary.json``."""
+    import pandas as pd
+
+    from batsched_ml.metrics import classification_quality
+    from batsched_ml.predict.features import FEATURE_NAMES
+
+    records = pd.DataFrame(
+        [
+            {
+                "job_id": r.job_id,
+                "week": r.week,
+                "divider": r.divider,
+                "predicted_small": r.predicted_small,
+                "runtime": r.runtime,
+                "attempts": r.attempts,
+            }
+            for r in scheduler.records
+        ],
+        columns=["job_id", "week", "divider", "predicted_small", "runtime", "attempts"],
+    )
+    records.to_csv(out / CLASSIFICATION, index=False)
+    weekly, overall = classification_quality(records)
+    weeks = pd.DataFrame(
+        [
+            {
+                "week": w.week,
+                "divider": w.divider,
+                "model": w.has_model,
+                "n_train": w.n_train,
+            }
+            for w in scheduler.weeks
+        ]
+    )
+    weekly = weeks.merge(weekly, on="week", how="left")
+    weekly.to_csv(out / WEEKLY_QUALITY, index=False, float_format="%.6f")
+    importances = pd.DataFrame(
+        [[w.week, *w.importances] for w in scheduler.weeks if w.importances is not None],
+        columns=["week", *FEATURE_NAMES],
+    )
+    importances.to_csv(out / FEATURE_IMPORTANCE, index=False, float_format="%.6f")
+    overall["kill_decisions"] = scheduler.kill_decisions
+    overall["weeks_with_model"] = int(sum(w.has_model for w in scheduler.weeks))
+    return overall
