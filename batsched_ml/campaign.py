@@ -60,8 +60,8 @@ from batsched_ml.errors import UserError
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, VARIANTS
 from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
-from batsched_ml.scheduler.estimators import ESTIMATORS, predictor_kwargs
 from batsched_ml.scheduler.policies import POLICIES
+from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 
 SEEDED_VARIANTS = ("classification", "classification-idempotent")
 RESULT_COLUMNS = (
@@ -238,7 +238,7 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
     seeds = _list(table, "seeds", path, default=[0])
     if not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise CampaignError(f"{path}: [campaign] seeds must be non-negative integers")
-    predictors = _list(table, "predictors", path, list(ESTIMATORS), default=["requested"])
+    predictors = _list(table, "predictors", path, list(PREDICTORS), default=["requested"])
     corrections = _list(table, "corrections", path, list(CORRECTIONS), default=["none"])
     dispatchers = _list(table, "dispatchers", path, list(DISPATCHERS), default=["easy"])
     predictor_options = _option_list(table, "predictor_options", path)

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from batsched_ml import __version__
 from batsched_ml.errors import ConfigError, UserError
+from batsched_ml.plugins import Choices
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, POLICIES, PREDICTORS, VARIANTS
 
@@ -114,8 +115,11 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
         default="fcfs",
-        choices=sorted(POLICIES),
-        help="queue order: " + "; ".join(f"{name}: {text}" for name, text in POLICIES.items()),
+        choices=Choices(sorted(POLICIES), "policy"),
+        help="queue order: "
+        + "; ".join(f"{name}: {text}" for name, text in POLICIES.items())
+        + "; or a plug-in: an import path package.module:Class or an entry point of group "
+        "batsched_ml.policies",
     )
     parser.add_argument(
         "--variant",
@@ -131,15 +135,16 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "--estimator",
         dest="estimator",
         default="requested",
-        choices=list(PREDICTORS),
-        help="runtime prediction the base variant schedules with: requested (the user's "
+        choices=Choices(list(PREDICTORS), "predictor"),
+        help="runtime prediction the scheduler plans with: requested (the user's "
         "estimate), actual (clairvoyant reference), easy++ (mean of the user's last two "
         "runtimes, capped by the requested time; with shortest-job backfilling), fixed (10 "
         "minutes: the start of a correction-only policy), adaboost (AdaBoost regression on "
         "the SWF fields, retrained weekly), profile (the user's last job of a matching "
         "profile, from Galleguillos et al.'s data-driven dispatching on AccaSim), su (the SU "
         "framework: Levenshtein clusters of user and job name, nearest neighbours, SVR). All "
-        "but actual are capped by the requested time",
+        "but actual are capped by the requested time. Or a plug-in: an import path "
+        "package.module:Class or an entry point of group batsched_ml.predictors",
     )
     parser.add_argument(
         "--predictor-option",

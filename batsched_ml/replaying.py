@@ -20,27 +20,18 @@ from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer
 from batsched_ml.protocol.events import Message
 from batsched_ml.scheduler.classified import ClassifyingScheduler
-from batsched_ml.scheduler.core import EasyScheduler
+from batsched_ml.scheduler.core import BatchScheduler
 from batsched_ml.scheduler.correction import get_correction
-from batsched_ml.scheduler.cph import ConstraintPlanner
-from batsched_ml.scheduler.estimators import ESTIMATORS, make_estimator, predictor_kwargs
-from batsched_ml.scheduler.parameters import constructor_kwargs
-from batsched_ml.scheduler.policies import LJF, Policy, PriorityRule
+from batsched_ml.scheduler.dispatchers import PLANNERS as PLANNERS  # benchmarks patch it
+from batsched_ml.scheduler.dispatchers import make_dispatcher, order_for, planner_kwargs
+from batsched_ml.scheduler.policies import get_policy
+from batsched_ml.scheduler.predictors import (
+    PREDICTORS,
+    make_predictor,
+    predictor_class,
+    predictor_kwargs,
+)
 from batsched_ml.sim.simulator import BatsimSimulator
-
-#: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
-PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
-
-
-def planner_kwargs(dispatcher: str, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` checked and typed against the planner of ``dispatcher`` (as
-    :func:`~batsched_ml.scheduler.estimators.predictor_kwargs` does for predictors), their values
-    too (the planner is built once); :class:`ConfigError` naming what is wrong."""
-    if dispatcher not in PLANNERS:
-        raise ConfigError(
-            f"the {dispatcher} dispatcher has no parameters (only {', '.join(PLANNERS)} has)"
-        )
-    return constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
 
 
 @dataclass
@@ -60,27 +51,31 @@ class ReplayConfig:
     forest: ForestParams = field(default_factory=ForestParams)
 
     def __post_init__(self) -> None:
+        """Check the names (plug-ins resolved: :mod:`batsched_ml.plugins`) and the combination.
+
+        Every predictor x correction x dispatcher x variant runs (see
+        :mod:`batsched_ml.scheduler.classified` for classes with a predictor), except what
+        contradicts itself: a predictor (or its options) with ``runtime-clairvoyant``, whose
+        predictor is the actual runtime, and a ``--policy`` other than fcfs with a dispatcher
+        that orders the queue itself."""
         if self.variant not in registry.VARIANTS:
             raise ConfigError(
                 f"unknown variant {self.variant!r} (choose from {', '.join(registry.VARIANTS)})"
             )
-        for option, value, default in (
-            ("--predictor", self.estimator, "requested"),
-            ("--correction", self.correction, "none"),
+        if self.variant == "runtime-clairvoyant" and (
+            self.estimator != "requested" or self.predictor_params
         ):
-            if value != default and self.variant != "base":
-                raise ConfigError(
-                    f"{option} {value} goes with the base variant only; "
-                    f"{self.variant} chooses its own estimates"
-                )
-        if self.estimator not in ESTIMATORS:
-            known = ", ".join(ESTIMATORS)
-            raise ConfigError(f"unknown predictor {self.estimator!r} (choose from {known})")
+            option = "--predictor-option" if self.estimator == "requested" else "--predictor"
+            raise ConfigError(
+                f"{option} does not go with the runtime-clairvoyant variant, whose predictor is "
+                "the actual runtime (--predictor actual with another variant)"
+            )
         if self.predictor_params:
-            if self.variant != "base":
-                raise ConfigError("--predictor-option goes with the base variant only")
             self.predictor_params = predictor_kwargs(self.estimator, self.predictor_params)
-        get_correction(self.correction)  # a clear error for an unknown name
+        else:
+            predictor_class(self.estimator)  # a clear error for an unknown name or plug-in
+        get_policy(self.policy)  # a clear error for an unknown name or a bad plug-in
+        get_correction(self.correction)
         if self.dispatcher not in registry.DISPATCHERS:
             known = ", ".join(registry.DISPATCHERS)
             raise ConfigError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
@@ -92,8 +87,6 @@ class ReplayConfig:
                 f"({registry.DISPATCHER_ORDERS[self.dispatcher]}); --policy {self.policy} goes "
                 "with the easy dispatcher"
             )
-        if self.dispatcher != "easy" and self.classified:
-            raise ConfigError(f"the {self.variant} variant runs on the easy dispatcher")
 
     @property
     def classified(self) -> bool:
@@ -125,7 +118,7 @@ class ReplayConfig:
 class ReplayResult:
     rows: list[str]
     messages: int
-    scheduler: EasyScheduler
+    scheduler: BatchScheduler
     workload: dict[str, Any]
     config: ReplayConfig
     summary: dict[str, Any] = field(default_factory=dict)
@@ -136,9 +129,9 @@ class MeasuredPredictor:
     """Wraps a runtime predictor to keep, for the reports, each job's prediction at submission
     and the time spent predicting (a clock belongs here, at the edge, not in the pure core)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, name: str | None = None) -> None:
         self.inner = inner
-        self.name = inner.name
+        self.name = name if name is not None else getattr(inner, "name", type(inner).__name__)
         self.backfill_shortest_first = getattr(inner, "backfill_shortest_first", False)
         self.predictions: dict[str, float] = {}
         self.seconds = 0.0
@@ -162,9 +155,29 @@ def make_scheduler(
     calendar: dict[str, Any] | None = None,
     trainer: Trainer | None = None,
     audit: bool = False,
-) -> EasyScheduler:
-    """The scheduler a config asks for. ``calendar`` holds the workload's ``unix_start_time``,
-    ``time_zone_string`` and ``time_zone`` (Batsim does not forward them)."""
+) -> BatchScheduler:
+    """The scheduler a config asks for, from its parts: the predictor, the dispatcher with
+    its queue order (``--policy``'s under EASY), the correction and, for the classified
+    variants, the classifier and the safeguard. ``calendar`` holds the workload's
+    ``unix_start_time``, ``time_zone_string`` and ``time_zone`` (Batsim does not forward them).
+
+    The predictor is measured (:class:`MeasuredPredictor`: ``predictions.csv``) except under a
+    classified variant with the requested time, which has never written predictions."""
+    if config.variant == "runtime-clairvoyant":
+        predictor: Any = make_predictor("actual")
+    else:
+        predictor = make_predictor(config.estimator, config.predictor_params, calendar)
+    if not config.classified or config.estimator != "requested":
+        name = None if config.estimator in PREDICTORS else config.estimator  # a plug-in's
+        predictor = MeasuredPredictor(predictor, name)
+    dispatcher = make_dispatcher(
+        config.dispatcher,
+        config.dispatcher_params,
+        backfilling=config.backfilling,
+        shortest_first=getattr(predictor, "backfill_shortest_first", False),
+    )
+    policy = order_for(config.dispatcher) or config.policy
+    correction = get_correction(config.correction)
     if config.classified:
         if trainer is None:
             params = config.forest
@@ -172,41 +185,24 @@ def make_scheduler(
                 params = dataclasses.replace(params, n_estimators=0)
             trainer = InProcessTrainer(params)
         return ClassifyingScheduler(
-            config.policy,
+            policy,
             variant=config.variant,
             trainer=trainer,
             calendar=calendar,
             feature_mode=config.feature_mode,
             starvation_threshold=config.starvation_threshold,
             audit=audit,
+            predictor=predictor,
+            dispatcher=dispatcher,
+            correction=correction,
         )
-    if config.variant == "runtime-clairvoyant":
-        estimator = make_estimator("actual")
-    else:
-        estimator = make_estimator(config.estimator, config.predictor_params, calendar)
-    policy: str | Policy | PriorityRule = config.policy
-    backfilling = config.backfilling
-    if config.dispatcher == "sjf":  # list scheduling, shortest predicted runtime first
-        policy, backfilling = "spf", False
-    elif config.dispatcher == "ljf":
-        policy, backfilling = LJF, False
-    greedy = config.dispatcher == "prb"
-    planner = (
-        PLANNERS[config.dispatcher](**config.dispatcher_params)
-        if config.dispatcher in PLANNERS
-        else None
-    )
-    if greedy or planner is not None:
-        policy = PriorityRule()
-    return EasyScheduler(
+    return BatchScheduler(
         policy,
-        MeasuredPredictor(estimator),
+        predictor,
+        dispatcher,
         starvation_threshold=config.starvation_threshold,
-        backfilling=backfilling,
+        correction=correction,
         audit=audit,
-        correction=get_correction(config.correction),
-        greedy=greedy,
-        planner=planner,
     )
 
 

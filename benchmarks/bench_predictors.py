@@ -19,7 +19,7 @@ from _common import KTH, need
 
 from batsched_ml.outputs import write_replay
 from batsched_ml.replaying import ReplayConfig, run_replay
-from batsched_ml.scheduler.estimators import ESTIMATORS
+from batsched_ml.scheduler.predictors import PREDICTORS
 from batsched_ml.workload.io import load_workload
 
 
@@ -39,7 +39,7 @@ def measure(workload: dict, predictor: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("predictors", nargs="*", default=list(ESTIMATORS))
+    parser.add_argument("predictors", nargs="*", default=list(PREDICTORS))
     parser.add_argument("--trace", type=Path, default=KTH)
     args = parser.parse_args()
     workload = load_workload(need(args.trace))

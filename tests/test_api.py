@@ -79,10 +79,10 @@ def test_the_command_line_starts_without_the_heavy_libraries() -> None:
 def test_the_registry_is_what_the_implementations_offer() -> None:
     from batsched_ml import registry
     from batsched_ml.scheduler.correction import get_correction
-    from batsched_ml.scheduler.estimators import ESTIMATORS
     from batsched_ml.scheduler.policies import POLICIES
+    from batsched_ml.scheduler.predictors import PREDICTORS
 
     assert {name: p.description for name, p in POLICIES.items()} == registry.POLICIES
-    assert tuple(ESTIMATORS) == registry.PREDICTORS
+    assert tuple(PREDICTORS) == registry.PREDICTORS
     # every registered correction is implemented ("none" is no correction)
     assert [get_correction(name) is None for name in registry.CORRECTIONS] == [True, False, False]

@@ -173,8 +173,9 @@ def test_small_queue_goes_first_even_in_fcfs() -> None:
 def test_variant_and_estimator_combinations_are_checked() -> None:
     with pytest.raises(ValueError, match="unknown variant"):
         ReplayConfig(variant="magic")
-    with pytest.raises(ValueError, match="goes with the base variant only"):
-        ReplayConfig(variant="classification", estimator="actual")
+    ReplayConfig(variant="classification", estimator="actual")  # a predictor with classes
+    with pytest.raises(ValueError, match="does not go with the runtime-clairvoyant variant"):
+        ReplayConfig(variant="runtime-clairvoyant", estimator="easy++")
 
 
 def test_runtime_clairvoyant_plans_with_actual_runtimes() -> None:

@@ -21,7 +21,7 @@ from batsched_ml.protocol.events import (
 )
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.easy import easy_pass, reservation_for
-from batsched_ml.scheduler.estimators import ActualRuntime
+from batsched_ml.scheduler.predictors import ActualRuntime
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 

@@ -14,7 +14,7 @@ from batsched_ml.replaying import ReplayConfig, make_scheduler
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import Correction, get_correction
 from batsched_ml.scheduler.easy import easy_pass
-from batsched_ml.scheduler.estimators import EasyPlusPlus, FixedPrediction
+from batsched_ml.scheduler.predictors import EasyPlusPlus, FixedPrediction
 from tests.test_policies import begins
 
 
@@ -141,14 +141,21 @@ def test_dispatchers_order_by_prediction_without_backfilling() -> None:
     ("config", "message"),
     [
         (
-            {"variant": "classification-idempotent", "estimator": "easy++"},
-            "--predictor easy\\+\\+ goes with the base variant only",
+            {"variant": "runtime-clairvoyant", "estimator": "easy++"},
+            "--predictor does not go with the runtime-clairvoyant variant",
         ),
-        ({"variant": "runtime-clairvoyant", "correction": "simple"}, "--correction simple"),
+        (
+            {"variant": "runtime-clairvoyant", "predictor_params": {"no_walltime_estimate": 9}},
+            "--predictor-option does not go with the runtime-clairvoyant variant",
+        ),
         ({"dispatcher": "sjf", "policy": "spf"}, "the sjf dispatcher orders the queue itself"),
+        (
+            {"dispatcher": "prb", "variant": "classification", "policy": "wfp"},
+            "the prb dispatcher orders the queue itself",
+        ),
         ({"dispatcher": "fifo"}, "unknown dispatcher 'fifo'"),
-        ({"dispatcher": "cph", "variant": "classification"}, "runs on the easy dispatcher"),
         ({"estimator": "oracle"}, "unknown predictor 'oracle'"),
+        ({"policy": "lifo"}, "unknown policy 'lifo'"),
     ],
 )
 def test_combinations_that_make_no_sense_are_refused_clearly(config, message) -> None:
@@ -249,7 +256,7 @@ def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path
 def test_adaboost_retrains_on_its_schedule_and_predicts_what_its_model_says() -> None:
     from sklearn.ensemble import AdaBoostRegressor
 
-    from batsched_ml.scheduler.estimators import AdaBoostPrediction
+    from batsched_ml.scheduler.predictors import AdaBoostPrediction
 
     def user_job(name: str, user: int, subtime: float, walltime: float = 5000.0) -> Job:
         fields = {"user": user, "group": 1, "executable": user, "queue": 0, "partition": 0}
@@ -274,7 +281,7 @@ def test_adaboost_retrains_on_its_schedule_and_predicts_what_its_model_says() ->
 
 
 def test_the_profile_heuristic_follows_its_cascade_in_order() -> None:
-    from batsched_ml.scheduler.estimators import ProfileHeuristic
+    from batsched_ml.scheduler.predictors import ProfileHeuristic
 
     def named(name: str, queue: int, walltime: float, res: int, user: int = 1) -> Job:
         fields = {"user": user, "name": name, "queue": queue}
@@ -303,7 +310,7 @@ def test_the_profile_heuristic_follows_its_cascade_in_order() -> None:
 
 
 def test_on_swf_fields_the_name_is_the_executable() -> None:
-    from batsched_ml.scheduler.estimators import ProfileHeuristic
+    from batsched_ml.scheduler.predictors import ProfileHeuristic
 
     p = ProfileHeuristic()
     job_a = Job("a", 0, 4, 1000.0, "p", {"user": 1, "executable": 12, "queue": 1})
@@ -561,7 +568,7 @@ def test_adaboost_fast_prediction_is_scikit_learn_s() -> None:
     import numpy as np
     from sklearn.ensemble import AdaBoostRegressor
 
-    from batsched_ml.scheduler.estimators import BoostedTrees
+    from batsched_ml.scheduler.predictors import BoostedTrees
 
     rng = np.random.default_rng(3)
     x = rng.integers(0, 300, size=(2000, 7)).astype(float)

@@ -19,9 +19,9 @@ import pandas as pd
 
 from batsched_ml.campaign import RESULT_COLUMNS, SPEC_FIELDS, Campaign, RunSpec, result_row
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS
-from batsched_ml.scheduler.estimators import ESTIMATORS
+from batsched_ml.scheduler.predictors import PREDICTORS as BUILTIN
 
-PREDICTORS = tuple(ESTIMATORS)  # the page's rows, in the command line's order
+PREDICTORS = tuple(BUILTIN)  # the page's rows, in the command line's order
 MISSING = "n/r"
 
 #: Seed 002, Tables 4 and 5, HPC2N Seth column (their cleaning: a one-user flurry, 55 % of the

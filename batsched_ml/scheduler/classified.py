@@ -1,9 +1,19 @@
 """Scheduling with online job-size classification (Zrigui et al., JPDC 2022, Algorithms 1-2).
 
-Each submitted job is classified *small* or *large* by the model of the current week; small jobs
-form their own queue ahead of the large one, each ordered by the policy, and the one EASY of
-:mod:`batsched_ml.scheduler.easy` places the concatenation (the class is the first element of
-the queue key). Starving jobs still go first.
+Two components of the one scheduler (:class:`~batsched_ml.scheduler.core.BatchScheduler`),
+attached through its hooks:
+
+- :class:`Classifier`: each submitted job is classified *small* or *large* by the model of the
+  current week (``on_message``: a new week takes the trainer's new model; ``on_admit``: the
+  class; ``on_completed``: the finished job feeds the features and the next week's training set).
+  The class is the job's ``rank``, the first element of the queue order: small jobs form their
+  own queue ahead of the large one, each ordered by the policy (or the dispatcher's order), and
+  the dispatcher places the concatenation. Starving jobs still go first.
+- :class:`Safeguard`: the kill-and-resubmit safeguard of the ``classification-idempotent``
+  variant (``on_started``, ``on_requested_call``, ``after_events``, ``on_jobs_killed``,
+  ``take_submission``, ``deferred``, ``may_register_more``).
+
+:class:`ClassifyingScheduler` is a convenience constructor of the scheduler with both.
 
 Variants (``--variant``):
 
@@ -16,19 +26,24 @@ Variants (``--variant``):
 
 (``base`` and ``runtime-clairvoyant`` need no classes: see :data:`batsched_ml.registry.VARIANTS`.)
 
-Runtime estimate EASY plans with for a job classified small: ``min(requested time, divider)``
-when the class is enforced (idempotent: the job is killed at the divider; clairvoyant: a truly
-small job ends before it), which is an upper bound of its run, so reservations stay valid and small
-jobs backfill where their requested time would forbid it. Without the safeguard a false small job
-may run to its requested time, so the requested time is kept. Queue order still uses the
-requested time, as in the paper.
+Runtimes. A job's estimate is the predictor's (the requested time by default; any
+``--predictor``). For a job classified small the runtime the dispatcher plans with is
+``min(estimate, divider)`` when the class is enforced (idempotent: the job is killed at the
+divider; clairvoyant: a truly small job ends before it), an upper bound of its run when the
+estimate is, so that reservations stay valid and small jobs backfill where their estimate would
+forbid it. Without the safeguard a false small job may run past the divider, so the estimate is
+kept. The queue order uses the uncapped estimate (``rank_est``), as the paper does with the
+requested time. A ``--correction`` extends the planned runtime of a running job that outlives it,
+capped or not. With a non-EASY dispatcher (sjf, ljf, prb, cph) the class rank still comes first,
+before the dispatcher's own order.
 
 The safeguard: a small job started at ``s`` gets a CALL_ME_LATER at ``s + divider`` (unless its
 walltime ends it by then); at that call, if it is still running, KILL_JOB; when Batsim answers
 with JOB_KILLED, the job is resubmitted through Batsim's dynamic jobs: a fresh copy of its profile
 (REGISTER_PROFILE; Batsim 4.2.1 forgets the killed job's own) and a REGISTER_JOB under a new id
 ``<workload>_resub!<name>_r<n>`` with ``subtime`` = now. The new job is large, keeps its original
-submission time for ordering and starvation, and restarts from scratch. Batsim must run with
+submission time for ordering and starvation, restarts from scratch and is estimated afresh by the
+predictor (which is not told the killed attempt's truncated runtime). Batsim must run with
 ``--enable-dynamic-jobs --acknowledge-dynamic-jobs``; the scheduler sends ``NOTIFY
 registration_finished`` once no static job is left to come and no small job is left that could
 be killed, so that the simulation can end.
@@ -50,20 +65,22 @@ from batsched_ml.protocol.events import (
     JobCompleted,
     JobKilled,
     JobSubmitted,
-    KillJob,
+    Message,
     RegisterJob,
     RegisterProfile,
-    RequestedCall,
     SimulationBegins,
 )
 from batsched_ml.scheduler.core import (
     DEFAULT_STARVATION_THRESHOLD,
-    EasyScheduler,
+    BatchScheduler,
+    Component,
     RunningJob,
     SchedulerError,
     WaitingJob,
 )
-from batsched_ml.scheduler.estimators import RequestedTime
+from batsched_ml.scheduler.correction import Correction
+from batsched_ml.scheduler.dispatchers import Dispatcher
+from batsched_ml.scheduler.predictors import Predictor
 
 RESUBMIT_SUFFIX = "_resub"
 
@@ -103,56 +120,51 @@ class WeekInfo:
     has_model: bool
 
 
-class ClassifyingScheduler(EasyScheduler):
-    """EASY with a small and a large queue, fed by weekly models (see the module docstring)."""
+def _tracker(calendar: dict[str, Any], mode: str) -> FeatureTracker:
+    return FeatureTracker(
+        unix_start_time=calendar.get("unix_start_time"),
+        time_zone_string=calendar.get("time_zone_string"),
+        time_zone=calendar.get("time_zone"),
+        mode=mode,
+    )
+
+
+class Classifier(Component):
+    """Classifies each submitted job small or large by the week's model (or, ``clairvoyant``,
+    by its true runtime) and keeps the record of every job (see the module docstring).
+
+    ``cap_small``: a small job plans with ``min(estimate, divider)`` (its class is enforced)."""
 
     def __init__(
         self,
-        policy: str = "fcfs",
         *,
-        variant: str = "classification-idempotent",
         trainer: Trainer | None = None,
         calendar: dict[str, Any] | None = None,
         feature_mode: str = "online",
-        starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
-        audit: bool = False,
+        clairvoyant: bool = False,
+        cap_small: bool = True,
     ) -> None:
-        if variant not in registry.CLASSIFIED_VARIANTS:
-            raise ValueError(f"unknown classified variant {variant!r}")
-        super().__init__(
-            policy, RequestedTime(), starvation_threshold=starvation_threshold, audit=audit
-        )
-        self.variant = variant
-        self.kills = variant == "classification-idempotent"
-        self.clairvoyant = variant == "class-clairvoyant"
-        self.cap_small = variant != "classification"
+        self.clairvoyant = clairvoyant
+        self.cap_small = cap_small
         self.trainer: Trainer = trainer if trainer is not None else InProcessTrainer()
-        calendar = calendar or {}
-        self.tracker = FeatureTracker(
-            unix_start_time=calendar.get("unix_start_time"),
-            time_zone_string=calendar.get("time_zone_string"),
-            time_zone=calendar.get("time_zone"),
-            mode=feature_mode,
-        )
+        self.tracker = _tracker(calendar or {}, feature_mode)
         self.week = -1
         self.model = WeeklyModel(week=0, divider=None, predictor=None)
         self.logical: dict[str, LogicalJob] = {}
         self.origin_of: dict[str, str] = {}  # resubmitted id -> original id
         self.records: list[ClassificationRecord] = []
         self.weeks: list[WeekInfo] = []
-        self.kill_decisions = 0
-        self._to_kill_at: dict[str, float] = {}  # running small job -> time it reaches the divider
-        self._killed: set[str] = set()
-        self._awaiting_ack: dict[str, WaitingJob] = {}
-        self._call_received = False
+
+    def info(self, job_id: str) -> LogicalJob | None:
+        """The workload job that ``job_id`` (an original or a resubmission) is an attempt of."""
+        return self.logical.get(self.origin_of.get(job_id, job_id))
 
     # --- weeks and models -----------------------------------------------------------------
 
-    def handle(self, message):
+    def on_message(self, message: Message) -> None:
         week = week_of(message.now)
         if week > self.week:
             self._new_week(week)
-        return super().handle(message)
 
     def _new_week(self, week: int) -> None:
         self.week = week
@@ -169,96 +181,54 @@ class ClassifyingScheduler(EasyScheduler):
             )
         )
 
-    # --- events ---------------------------------------------------------------------------
-
-    def on_event(self, event: Event, now: float) -> bool:
-        if isinstance(event, JobKilled):
-            self._resubmit(event, now)
-            return True
-        if isinstance(event, RequestedCall):
-            self._call_received = True  # kills are decided once the whole message is read
-            return True
-        return super().on_event(event, now)
-
     @property
     def needs_calendar(self) -> bool:
         return self.tracker.origin is None
 
     def set_calendar(self, calendar: dict[str, Any]) -> None:
-        self.tracker = FeatureTracker(
-            unix_start_time=calendar.get("unix_start_time"),
-            time_zone_string=calendar.get("time_zone_string"),
-            time_zone=calendar.get("time_zone"),
-            mode=self.tracker.mode,
-        )
+        self.tracker = _tracker(calendar, self.tracker.mode)
 
     def on_begins(self, event: SimulationBegins) -> None:
-        super().on_begins(event)
         if self.tracker.origin is None:  # calendar given as JSON in batsim --sched-cfg?
             try:
                 config = json.loads(event.config.get("sched-config") or "{}")
             except ValueError:
                 config = {}
             if isinstance(config, dict) and config.get("unix_start_time") is not None:
-                self.tracker = FeatureTracker(
-                    unix_start_time=config["unix_start_time"],
-                    time_zone_string=config.get("time_zone_string"),
-                    time_zone=config.get("time_zone"),
-                    mode=self.tracker.mode,
-                )
-        if self.kills and not self.dynamic_jobs:
-            raise SchedulerError(
-                "the classification-idempotent variant resubmits killed jobs: start Batsim with "
-                "--enable-dynamic-jobs --acknowledge-dynamic-jobs"
-            )
+                self.tracker = _tracker(config, self.tracker.mode)
 
-    def on_submitted(self, event: JobSubmitted) -> WaitingJob | None:
-        pending = self._awaiting_ack.pop(event.job_id, None)
-        if pending is not None:  # Batsim acknowledges a resubmission we registered
-            self.add_waiting(pending)
-            return pending
-        return super().on_submitted(event)
+    # --- jobs -----------------------------------------------------------------------------
 
-    def admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
-        """Classify the job: its queue (rank) and the runtime EASY plans with."""
+    def on_admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
+        """Classify the job: its queue (rank) and the runtime the dispatcher plans with."""
         job = entry.job
-        requested = entry.est
+        estimate = entry.est
         submission = self.tracker.submit(job)
         divider = self.model.divider
         if self.clairvoyant:
-            profile = self.profile_of(job, event) or {}
+            profile = self.scheduler.profile_of(job, event) or {}
             small = divider is not None and float(profile.get("delay", 0.0)) < divider
         else:
             small = self.model.is_small(submission.features)
         if small and self.cap_small and divider is not None:
-            entry.est = min(requested, divider)
-        entry.rank_est = requested
+            entry.est = min(estimate, divider)
+        entry.rank_est = estimate
         entry.rank = 0 if small else 1
         self.logical[job.id] = LogicalJob(job, submission, self.week, small, divider)
 
-    def start(self, entry: WaitingJob, mask: int, now: float) -> list[Event]:
-        decisions = super().start(entry, mask, now)
-        info = self.logical.get(self.origin_of.get(entry.job.id, entry.job.id))
+    def on_started(self, entry: WaitingJob, running: RunningJob, now: float) -> list[Event]:
+        info = self.info(entry.job.id)
         if info is not None:
             info.start = now
-        if self.kills and entry.rank == 0 and info is not None and info.divider is not None:
-            limit = now + info.divider
-            walltime = entry.job.walltime
-            if walltime is None or now + walltime > limit:
-                self._to_kill_at[entry.job.id] = limit
-                decisions.append(CallMeLater(now, limit))
-        return decisions
+        return []
 
-    def on_completed(self, event: JobCompleted, now: float) -> RunningJob:
-        running = super().on_completed(event, now)
-        job_id = event.job_id
-        self._to_kill_at.pop(job_id, None)
-        if event.job_state == "COMPLETED_KILLED" and job_id in self._killed:
-            return running  # resubmitted when JOB_KILLED arrives
-        original = self.origin_of.get(job_id, job_id)
+    def on_completed(self, running: RunningJob, event: JobCompleted, now: float) -> None:
+        if running.killed and event.job_state == "COMPLETED_KILLED":
+            return  # the safeguard resubmits it when JOB_KILLED arrives
+        original = self.origin_of.get(event.job_id, event.job_id)
         info = self.logical.pop(original, None)
         if info is None:
-            return running
+            return
         runtime = now - running.start
         if info.submission is not None:
             divider = self.model.divider
@@ -270,9 +240,48 @@ class ClassifyingScheduler(EasyScheduler):
                 original, info.week, info.divider, info.small, runtime, info.attempts
             )
         )
-        return running
 
-    # --- the safeguard --------------------------------------------------------------------
+
+class Safeguard(Component):
+    """Kills a job classified small that is still running at the divider and resubmits it as
+    large (see the module docstring); attached after its :class:`Classifier`."""
+
+    def __init__(self, classifier: Classifier) -> None:
+        self.classifier = classifier
+        self.kill_decisions = 0
+        self._to_kill_at: dict[str, float] = {}  # running small job -> time it reaches the divider
+        self._killed: set[str] = set()
+        self._awaiting_ack: dict[str, WaitingJob] = {}
+        self._call_received = False
+
+    def on_begins(self, event: SimulationBegins) -> None:
+        if not self.scheduler.dynamic_jobs:
+            raise SchedulerError(
+                "the classification-idempotent variant resubmits killed jobs: start Batsim with "
+                "--enable-dynamic-jobs --acknowledge-dynamic-jobs"
+            )
+
+    def take_submission(self, event: JobSubmitted) -> WaitingJob | None:
+        pending = self._awaiting_ack.pop(event.job_id, None)
+        if pending is not None:  # Batsim acknowledges a resubmission we registered
+            self.scheduler.add_waiting(pending)
+        return pending
+
+    def on_started(self, entry: WaitingJob, running: RunningJob, now: float) -> list[Event]:
+        info = self.classifier.info(entry.job.id)
+        if entry.rank == 0 and info is not None and info.divider is not None:
+            limit = now + info.divider
+            walltime = entry.job.walltime
+            if walltime is None or now + walltime > limit:
+                self._to_kill_at[entry.job.id] = limit
+                return [CallMeLater(now, limit)]
+        return []
+
+    def on_completed(self, running: RunningJob, event: JobCompleted, now: float) -> None:
+        self._to_kill_at.pop(event.job_id, None)
+
+    def on_requested_call(self, now: float) -> None:
+        self._call_received = True  # kills are decided once the whole message is read
 
     def after_events(self, now: float) -> None:
         """Kill the small jobs that reached the divider. Only now, after every event of the
@@ -290,23 +299,25 @@ class ClassifyingScheduler(EasyScheduler):
             del self._to_kill_at[job_id]
             self._killed.add(job_id)
         self.kill_decisions += len(due)
-        self._immediate.append(KillJob(now, due))
+        self.scheduler.kill(due, now)
 
-    def _resubmit(self, event: JobKilled, now: float) -> None:
+    def on_jobs_killed(self, event: JobKilled, now: float) -> None:
+        scheduler = self.scheduler
         for job_id in event.job_ids:
-            if job_id not in self._killed or job_id in self.running:
+            if job_id not in self._killed or job_id in scheduler.running:
                 continue  # not ours, or it ended before the kill landed
             self._killed.discard(job_id)
-            original = self.origin_of.get(job_id, job_id)
-            info = self.logical[original]
+            info = self.classifier.info(job_id)
+            assert info is not None
             info.attempts += 1
-            self._immediate.extend(self._resubmission(info, now))
+            scheduler._immediate.extend(self._resubmission(info, now))
 
     def _resubmission(self, info: LogicalJob, now: float) -> list[Event]:
+        scheduler = self.scheduler
         job = info.job
         workload, name = job.workload + RESUBMIT_SUFFIX, f"{job.name}_r{info.attempts - 1}"
         new_id = f"{workload}!{name}"
-        profile = self.profiles.get(job.workload, {}).get(job.profile)
+        profile = scheduler.profiles.get(job.workload, {}).get(job.profile)
         if profile is None:
             raise SchedulerError(
                 f"cannot resubmit {job.id}: its profile {job.profile!r} is unknown"
@@ -324,14 +335,15 @@ class ClassifyingScheduler(EasyScheduler):
             if key not in obj and key not in ("id", "subtime", "res", "profile", "walltime"):
                 obj[key] = value
         obj["resubmission_of"] = job.id
-        self.origin_of[new_id] = job.id
+        self.classifier.origin_of[new_id] = job.id
         new_job = Job.from_batsim(new_id, obj)
-        entry = self.new_waiting(new_job, self.estimator.estimate(new_job, None), job.subtime)
+        estimate = scheduler.predictor.estimate(new_job, profile)
+        entry = scheduler.new_waiting(new_job, estimate, job.subtime)
         entry.rank = 1  # large from now on
-        if self.acknowledge_dynamic_jobs:
+        if scheduler.acknowledge_dynamic_jobs:
             self._awaiting_ack[new_id] = entry
         else:
-            self.add_waiting(entry)
+            scheduler.add_waiting(entry)
         return [
             RegisterProfile(now, workload, profile_name, dict(profile)),
             RegisterJob(now, new_id, obj),
@@ -344,8 +356,75 @@ class ClassifyingScheduler(EasyScheduler):
         return bool(self._awaiting_ack)
 
     def may_register_more(self) -> bool:
-        if not self.kills:
-            return False
         if self._killed or self._awaiting_ack or self._to_kill_at:
             return True
-        return any(entry.rank == 0 for entry in self.waiting.values())
+        return any(entry.rank == 0 for entry in self.scheduler.waiting.values())
+
+
+class ClassifyingScheduler(BatchScheduler):
+    """A convenience constructor: the scheduler with a :class:`Classifier` for ``variant``
+    (and the :class:`Safeguard` for ``classification-idempotent``), over any ``predictor``,
+    ``dispatcher`` and ``correction``. The classifier's records are read through it."""
+
+    def __init__(
+        self,
+        policy: Any = "fcfs",
+        *,
+        variant: str = "classification-idempotent",
+        trainer: Trainer | None = None,
+        calendar: dict[str, Any] | None = None,
+        feature_mode: str = "online",
+        starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
+        audit: bool = False,
+        predictor: Predictor | None = None,
+        dispatcher: Dispatcher | None = None,
+        correction: Correction | None = None,
+    ) -> None:
+        if variant not in registry.CLASSIFIED_VARIANTS:
+            raise ValueError(f"unknown classified variant {variant!r}")
+        self.variant = variant
+        self.classifier = Classifier(
+            trainer=trainer,
+            calendar=calendar,
+            feature_mode=feature_mode,
+            clairvoyant=variant == "class-clairvoyant",
+            cap_small=variant != "classification",
+        )
+        components: list[Component] = [self.classifier]
+        self.safeguard: Safeguard | None = None
+        if variant == "classification-idempotent":
+            self.safeguard = Safeguard(self.classifier)
+            components.append(self.safeguard)
+        super().__init__(
+            policy,
+            predictor,
+            dispatcher,
+            starvation_threshold=starvation_threshold,
+            correction=correction,
+            components=components,
+            audit=audit,
+        )
+
+    @property
+    def trainer(self) -> Trainer:
+        return self.classifier.trainer
+
+    @property
+    def model(self) -> WeeklyModel:
+        return self.classifier.model
+
+    @property
+    def tracker(self) -> FeatureTracker:
+        return self.classifier.tracker
+
+    @property
+    def records(self) -> list[ClassificationRecord]:
+        return self.classifier.records
+
+    @property
+    def weeks(self) -> list[WeekInfo]:
+        return self.classifier.weeks
+
+    @property
+    def kill_decisions(self) -> int:
+        return self.safeguard.kill_decisions if self.safeguard is not None else 0

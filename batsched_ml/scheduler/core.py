@@ -1,13 +1,52 @@
-"""The pure scheduler core: protocol events in, decisions out.
+"""The pure scheduler core: protocol events in, decisions out, from composable parts.
 
-:class:`EasyScheduler` holds no socket, file, clock or global: it is driven by
-:meth:`EasyScheduler.handle`, which takes one Batsim :class:`Message` and returns the reply. Event
-handlers only record what happened; one scheduling pass (:func:`easy_pass`) per message then
-decides, as batsched does, which keeps the in-process and ZeroMQ paths identical.
+A :class:`Scheduler` is anything with ``handle(Message) -> Message``: it takes one Batsim message
+and returns the reply, holding no socket, file, clock or global, so that the in-process and the
+ZeroMQ paths give the same decisions. :class:`BatchScheduler` is the one implementation. As
+batsched does, it first *records* the events of a message (each handler only updates the state),
+then *decides once*: one scheduling pass per message, when the message brought something that can
+change a decision (a submission, a completion, a requested call, a killed job).
 
-A pass runs when the message brought something that can change a decision: a submission, a
-completion or a requested call. The queue it gives EASY is: *starving* jobs first (waiting longer
-than ``starvation_threshold``, oldest first), then the others in the policy's order.
+The scheduler is made of parts, each an object (no flags):
+
+================  =================================================================================
+``policy``        the queue order (:mod:`.policies`: ``key(job, now)``, ``dynamic``), plug-ins too
+``predictor``     the runtime each job plans with (:mod:`.predictors`: ``estimate``, ``observe``)
+``dispatcher``    which jobs start now (:mod:`.dispatchers`: ``decide(...)``): EASY, list
+                  scheduling (sjf, ljf), PRB's greedy allocation, CPH's plan
+``correction``    extends the estimate of a running job that outlives it (:mod:`.correction`)
+``components``    :class:`Component` objects attached through the named hooks below: the job-size
+                  classifier and the kill-and-resubmit safeguard (:mod:`.classified`)
+================  =================================================================================
+
+One pass: the queue is the *starving* jobs first (waiting longer than ``starvation_threshold``,
+oldest first), then the others by ``(rank, *policy.key(job, now))``: ``rank`` is a job's class
+(0 before 1; 0 for every job when nothing classifies), so a classifier's small jobs go first
+whatever the order and the dispatcher. The dispatcher decides on that queue; each started job is
+told to the policy (``started``, an order that learns) and to the components.
+
+Hooks (:class:`Component`, all no-ops there; the scheduler calls the components that override
+a hook, in the order they were attached):
+
+========================================  =========================================================
+``on_message(message)``                   a message arrives, before anything (a new week begins)
+``on_begins(event)``                      SIMULATION_BEGINS was recorded (machines, profiles)
+``take_submission(event) -> entry|None``  a submission the component queues itself (Batsim's
+                                          acknowledgement of a job it registered)
+``on_admit(entry, event)``                a new queue entry, before it is queued: may set its
+                                          ``rank``, planned ``est`` and ordering ``rank_est``
+``on_started(entry, running, now)``       a job starts; returns more decisions (a CALL_ME_LATER)
+``on_completed(running, event, now)``     a job ended (``running.killed``: the scheduler killed it)
+``on_requested_call(now)``                a CALL_ME_LATER came back
+``on_jobs_killed(event, now)``            JOB_KILLED (makes the message's pass run)
+``after_events(now)``                     every event of the message is recorded, before the pass:
+                                          may kill (:meth:`BatchScheduler.kill`)
+``deferred() -> bool``                    skip this message's pass (a job it must see comes at the
+                                          same instant)
+``may_register_more() -> bool``           may still register dynamic jobs (delays NOTIFY
+                                          registration_finished)
+``needs_calendar``, ``set_calendar(c)``   reads the time of day and has no calendar yet / takes it
+========================================  =========================================================
 
 Starvation threshold: by default 72 hours. SPF and SAF can postpone a long or wide job for as
 long as shorter ones keep arriving; a threshold bounds that wait (paper, section 5.1) while
@@ -18,9 +57,10 @@ staying clear of ordinary waits, so that it does not turn SPF and SAF into FCFS 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from batsched_ml import registry
 from batsched_ml.alloc import full_mask, procset_of
@@ -30,7 +70,9 @@ from batsched_ml.protocol.events import (
     Event,
     ExecuteJob,
     JobCompleted,
+    JobKilled,
     JobSubmitted,
+    KillJob,
     Message,
     Notify,
     RejectJob,
@@ -40,9 +82,10 @@ from batsched_ml.protocol.events import (
 )
 from batsched_ml.scheduler.correction import MARGIN, Correction
 from batsched_ml.scheduler.cph import ConstraintPlanner
-from batsched_ml.scheduler.easy import Reservation, easy_pass
-from batsched_ml.scheduler.estimators import Estimator, RequestedTime
-from batsched_ml.scheduler.policies import Policy, PriorityRule, get_policy
+from batsched_ml.scheduler.dispatchers import Dispatcher, Easy, Greedy, Planned
+from batsched_ml.scheduler.easy import Reservation
+from batsched_ml.scheduler.policies import get_policy
+from batsched_ml.scheduler.predictors import Predictor, RequestedTime
 
 HOUR = 3600.0
 _key = attrgetter("key")
@@ -53,12 +96,21 @@ class SchedulerError(UserError, RuntimeError):
     """Batsim told the scheduler something inconsistent with what it knows."""
 
 
+class Scheduler(Protocol):
+    """A scheduler: Batsim's messages in, its decisions out (one reply per message), and the
+    jobs it rejected (they can never run on this machine)."""
+
+    rejected: list[str]
+
+    def handle(self, message: Message) -> Message: ...
+
+
 @dataclass(slots=True)
 class WaitingJob:
     """A submitted job not yet started, with what the scheduler derived for it.
 
-    ``est`` is the runtime EASY plans with; ``rank_est`` the estimate the policy orders by (the
-    same, except for jobs whose planned runtime is capped, see the classified scheduler);
+    ``est`` is the runtime the dispatcher plans with; ``rank_est`` the estimate the policy orders
+    by (the same, except for jobs whose planned runtime is capped, see :mod:`.classified`);
     ``rank`` puts whole classes of jobs first (0 before 1: small before large).
     """
 
@@ -81,56 +133,119 @@ class RunningJob:
     entry: WaitingJob | None = None
     end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
     corrections: int = 0
+    killed: bool = False  # the scheduler asked Batsim to kill it
 
 
-class EasyScheduler:
-    """EASY backfilling with a queue policy and a starvation threshold.
+class Component:
+    """A part attached to a :class:`BatchScheduler` through the named hooks of the module
+    docstring. Every hook here does nothing; a component overrides those it needs (only those
+    are called). :attr:`scheduler` is the scheduler it is attached to."""
+
+    scheduler: BatchScheduler
+
+    def attach(self, scheduler: BatchScheduler) -> None:
+        self.scheduler = scheduler
+
+    def on_message(self, message: Message) -> None:
+        return None
+
+    def on_begins(self, event: SimulationBegins) -> None:
+        return None
+
+    def take_submission(self, event: JobSubmitted) -> WaitingJob | None:
+        return None
+
+    def on_admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
+        return None
+
+    def on_started(self, entry: WaitingJob, running: RunningJob, now: float) -> list[Event]:
+        return []
+
+    def on_completed(self, running: RunningJob, event: JobCompleted, now: float) -> None:
+        return None
+
+    def on_requested_call(self, now: float) -> None:
+        return None
+
+    def on_jobs_killed(self, event: JobKilled, now: float) -> None:
+        return None
+
+    def after_events(self, now: float) -> None:
+        return None
+
+    def deferred(self) -> bool:
+        return False
+
+    def may_register_more(self) -> bool:
+        return False
+
+    @property
+    def needs_calendar(self) -> bool:
+        return False
+
+    def set_calendar(self, calendar: dict[str, Any]) -> None:
+        return None
+
+
+HOOKS: tuple[str, ...] = (
+    "on_message",
+    "on_begins",
+    "take_submission",
+    "on_admit",
+    "on_started",
+    "on_completed",
+    "on_requested_call",
+    "on_jobs_killed",
+    "after_events",
+    "deferred",
+    "may_register_more",
+)
+
+
+class BatchScheduler:
+    """The scheduler of batsched-ml: a queue order, a runtime predictor, a dispatcher, an
+    optional correction and components, over Batsim's protocol (see the module docstring).
 
     Parameters
     ----------
     policy:
-        ``"fcfs"``, ``"wfp"``, ``"spf"`` or ``"saf"`` (see :mod:`batsched_ml.scheduler.policies`).
-    estimator:
-        The runtime estimate EASY uses (default: requested time).
+        The queue order: a name (``"fcfs"``, ``"wfp"``, ``"spf"``, ``"saf"``, a plug-in, see
+        :func:`~batsched_ml.scheduler.policies.get_policy`) or an order object.
+    predictor:
+        The runtime estimate each job plans with (default: the requested time).
+    dispatcher:
+        Which jobs start at a pass (default: EASY, with shortest-job backfilling when the
+        predictor asks for it, ``backfill_shortest_first``, as EASY++).
     starvation_threshold:
         Seconds of waiting after which a job goes to the head of the queue; ``None`` disables.
-    backfilling:
-        ``False`` stops each pass at the first job that does not fit (no EASY), a baseline.
-    audit:
-        Record every reservation as ``(now, job_id, shadow)`` in :attr:`reservations` (tests).
     correction:
         Extend the estimate of a running job that reaches it (:mod:`.correction`); ``None``:
         such a job is expected to end at once.
-
-    greedy:
-        Start every job that fits, in queue order, and reserve nothing (PRB's allocation).
-    planner:
-        Decide with CPH's constraint model instead of EASY (:mod:`.cph`).
-
-    Backfilling tries the jobs behind the head shortest estimate first when the estimator
-    asks for it (``backfill_shortest_first``: EASY++'s SJBF), in queue order otherwise. Under
-    ``greedy`` or a ``planner``, a starving queue head still gets EASY's reservation, or the
-    starvation threshold would bound nothing.
+    components:
+        Parts attached through the hooks (:class:`Component`), in calling order.
+    audit:
+        Record every reservation as ``(now, job_id, shadow)`` in :attr:`reservations` (tests).
     """
 
     def __init__(
         self,
-        policy: str | Policy | PriorityRule = "fcfs",
-        estimator: Estimator | None = None,
+        policy: Any = "fcfs",
+        predictor: Predictor | None = None,
+        dispatcher: Dispatcher | None = None,
         *,
         starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
-        backfilling: bool = True,
-        audit: bool = False,
         correction: Correction | None = None,
-        greedy: bool = False,
-        planner: ConstraintPlanner | None = None,
+        components: Iterable[Component] = (),
+        audit: bool = False,
     ) -> None:
-        self.backfilling = backfilling
-        self.greedy = greedy
-        self.planner = planner
-        self.correction = correction
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
-        self.estimator = estimator if estimator is not None else RequestedTime()
+        self.predictor: Predictor = predictor if predictor is not None else RequestedTime()
+        if dispatcher is None:
+            dispatcher = Easy(
+                shortest_first=getattr(self.predictor, "backfill_shortest_first", False)
+            )
+        self.dispatcher: Dispatcher = dispatcher
+        self.correction = correction
         self.starvation_threshold = starvation_threshold
         self.audit = audit
         self.reservations: list[tuple[float, str, float]] = []
@@ -152,6 +267,38 @@ class EasyScheduler:
         self.dynamic_jobs = False
         self.acknowledge_dynamic_jobs = False
         self.registration_finished = False
+        self._policy_started: Callable[[WaitingJob, float], None] | None = getattr(
+            self.policy, "started", None
+        )  # a policy that learns from waits (PRB)
+        self.components: list[Component] = []
+        self._hooks: dict[str, list[Callable[..., Any]]] = {name: [] for name in HOOKS}
+        for component in components:
+            self.add(component)
+
+    def add(self, component: Component) -> None:
+        """Attach ``component``: its overridden hooks are called from now on, after those of
+        the components attached before it."""
+        component.attach(self)
+        self.components.append(component)
+        for name in HOOKS:
+            if getattr(type(component), name) is not getattr(Component, name):
+                self._hooks[name].append(getattr(component, name))
+
+    def part(self, kind: type) -> Any:
+        """The attached component of class ``kind`` (or a subclass), ``None`` if none."""
+        return next((c for c in self.components if isinstance(c, kind)), None)
+
+    # --- what the writers and tests read -------------------------------------------------
+
+    @property
+    def estimator(self) -> Predictor:
+        """The predictor (its older name, read by the output writers)."""
+        return self.predictor
+
+    @property
+    def planner(self) -> ConstraintPlanner | None:
+        """CPH's planner when the dispatcher has one (its solver counters), else ``None``."""
+        return getattr(self.dispatcher, "planner", None)
 
     # --- the protocol ---------------------------------------------------------------------
 
@@ -162,12 +309,15 @@ class EasyScheduler:
         out of order, anything after SIMULATION_ENDS, a job submitted twice, a completion of a
         job not running) raises :class:`SchedulerError` before anything is decided: answering
         it would mean scheduling on a state that no longer matches the simulator's."""
+        for hook in self._hooks["on_message"]:
+            hook(message)
         now = message.now
         self.check_order(message)
         dirty = False
         for event in message.events:
             dirty |= self.on_event(event, now)
-        self.after_events(now)
+        for hook in self._hooks["after_events"]:
+            hook(now)
         decisions: list[Event] = self._immediate
         self._immediate = []
         if dirty and not self.ended and not self.deferred():
@@ -200,17 +350,13 @@ class EasyScheduler:
             last = event.timestamp
         self.now = message.now
 
-    def after_events(self, now: float) -> None:
-        """Called once all events of a message are recorded, before deciding (a hook)."""
-        return None
-
     def may_register_more(self) -> bool:
-        """Whether this scheduler may still register dynamic jobs (none here)."""
-        return False
+        """Whether a component may still register dynamic jobs."""
+        return any(hook() for hook in self._hooks["may_register_more"])
 
     def deferred(self) -> bool:
-        """Whether to skip this message's pass (a job it must see comes at the same instant)."""
-        return False
+        """Whether to skip this message's pass (a component waits for a job at this instant)."""
+        return any(hook() for hook in self._hooks["deferred"])
 
     def on_event(self, event: Event, now: float) -> bool:
         """Record one event; return True if it may change a decision."""
@@ -221,6 +367,8 @@ class EasyScheduler:
             self.on_completed(event, now)
             return True
         if isinstance(event, RequestedCall):
+            for hook in self._hooks["on_requested_call"]:
+                hook(now)
             return True
         if isinstance(event, SimulationBegins):
             self.on_begins(event)
@@ -231,21 +379,29 @@ class EasyScheduler:
             return False
         if isinstance(event, SimulationEnds):
             self.ended = True
+            return False
+        if isinstance(event, JobKilled):
+            hooks = self._hooks["on_jobs_killed"]
+            for hook in hooks:
+                hook(event, now)
+            return bool(hooks)
         return False
+
+    def _calendar_parts(self) -> list[Any]:
+        return [getattr(self.predictor, "inner", self.predictor), *self.components]
 
     @property
     def needs_calendar(self) -> bool:
         """Whether a part of this scheduler reads the time of day and has no calendar yet
         (Batsim does not forward the workload's ``unix_start_time``; see :meth:`set_calendar`)."""
-        inner = getattr(self.estimator, "inner", self.estimator)
-        return bool(getattr(inner, "needs_calendar", False))
+        return any(getattr(part, "needs_calendar", False) for part in self._calendar_parts())
 
     def set_calendar(self, calendar: dict[str, Any]) -> None:
         """Give the parts that read the time of day the workload's calendar (its
         ``unix_start_time``, ``time_zone_string``, ``time_zone``), before the first job."""
-        inner = getattr(self.estimator, "inner", self.estimator)
-        if hasattr(inner, "set_calendar"):
-            inner.set_calendar(calendar)
+        for part in self._calendar_parts():
+            if hasattr(part, "set_calendar"):
+                part.set_calendar(calendar)
 
     def on_begins(self, event: SimulationBegins) -> None:
         self.nb_machines = event.nb_compute_resources
@@ -253,6 +409,8 @@ class EasyScheduler:
         self.profiles = event.profiles
         self.dynamic_jobs = bool(event.config.get("dynamic-jobs-enabled", False))
         self.acknowledge_dynamic_jobs = bool(event.config.get("dynamic-jobs-acknowledged", False))
+        for hook in self._hooks["on_begins"]:
+            hook(event)
 
     def profile_of(self, job: Job, event: JobSubmitted | None = None) -> dict[str, Any] | None:
         if event is not None and event.profile is not None:
@@ -262,6 +420,10 @@ class EasyScheduler:
     def on_submitted(self, event: JobSubmitted) -> WaitingJob | None:
         """Queue a submitted job; a job that can never fit the machine is rejected at once
         (REJECT_JOB) and listed in :attr:`rejected`, so the run says why it did not finish."""
+        for hook in self._hooks["take_submission"]:
+            taken = hook(event)
+            if taken is not None:
+                return taken
         job = Job.from_batsim(event.job_id, event.job)
         if job.id in self.waiting or job.id in self.running:
             raise SchedulerError(f"job {job.id} submitted twice")
@@ -269,17 +431,14 @@ class EasyScheduler:
             self.rejected.append(job.id)
             self._immediate.append(RejectJob(event.timestamp, job.id))
             return None
-        est = self.estimator.estimate(job, self.profile_of(job, event))
+        est = self.predictor.estimate(job, self.profile_of(job, event))
         if not est > 0:
             raise SchedulerError(f"job {job.id}: runtime estimate {est} is not positive")
         entry = self.new_waiting(job, est)
-        self.admit(entry, event)
+        for hook in self._hooks["on_admit"]:
+            hook(entry, event)
         self.add_waiting(entry)
         return entry
-
-    def admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
-        """Complete a new queue entry before it is queued (a hook: classes, capped estimates)."""
-        return None
 
     def new_waiting(self, job: Job, est: float, subtime: float | None = None) -> WaitingJob:
         entry = WaitingJob(
@@ -307,13 +466,25 @@ class EasyScheduler:
             raise SchedulerError(f"completion of job {event.job_id}, which is not running")
         self.free |= running.mask
         self._ends.remove(running.end_entry)
-        self.estimator.observe(running.job, now - running.start)
+        if not (running.killed and event.job_state == "COMPLETED_KILLED"):
+            # an attempt the scheduler cut short says nothing of the job's runtime
+            self.predictor.observe(running.job, now - running.start)
+        for hook in self._hooks["on_completed"]:
+            hook(running, event, now)
         return running
+
+    def kill(self, job_ids: list[str], now: float) -> None:
+        """Ask Batsim to kill running jobs (in this message's reply, before the pass's
+        decisions); their completions come marked ``killed``."""
+        for job_id in job_ids:
+            self.running[job_id].killed = True
+        self._immediate.append(KillJob(now, job_ids))
 
     # --- deciding -------------------------------------------------------------------------
 
     def ordered_queue(self, now: float) -> list[WaitingJob]:
-        """The queue EASY walks: starving jobs (oldest first), then the policy's order."""
+        """The queue the dispatcher walks: starving jobs (oldest first), then by class rank and
+        the policy's order."""
         if self.policy.dynamic:
             key = self.policy.key
             queue = sorted(self.waiting.values(), key=lambda entry: (entry.rank, *key(entry, now)))
@@ -338,26 +509,14 @@ class EasyScheduler:
         return starving + [entry for entry in queue if id(entry) not in chosen]
 
     def schedule(self, now: float) -> list[Event]:
-        """One EASY pass over the queue; the EXECUTE_JOB decisions it makes."""
+        """One pass over the queue; the EXECUTE_JOB decisions the dispatcher makes."""
         if not self.waiting:
             return []
         if self.correction is not None:
             self.correct_estimates(now)
         queue = self.ordered_queue(now)  # may be self._sorted itself: not changed until the end
         starving = self._head_starving(queue, now)
-        if self.planner is not None and not starving:
-            started = self.planner.plan(queue, self.free, self._ends, now)
-            reservation = None
-        else:
-            started, reservation = easy_pass(
-                queue,
-                self.free,
-                self._ends,
-                now,
-                backfilling=self.backfilling,
-                shortest_first=getattr(self.estimator, "backfill_shortest_first", False),
-                greedy=self.greedy and not starving,
-            )
+        started, reservation = self.dispatcher.decide(queue, self.free, self._ends, now, starving)
         self.last_reservation = reservation
         if self.audit and reservation is not None:
             head = reservation.head
@@ -400,14 +559,16 @@ class EasyScheduler:
             sorted_queue = self._sorted
             del sorted_queue[bisect_left(sorted_queue, entry.key, key=_key)]
         self.free ^= mask
-        started = getattr(self.policy, "started", None)
-        if started is not None:  # a policy that learns from waits (PRB)
-            started(entry, now)
+        if self._policy_started is not None:
+            self._policy_started(entry, now)
         running = RunningJob(job=entry.job, start=now, est=entry.est, mask=mask, entry=entry)
         running.end_entry = (now + entry.est, entry.seq, entry.res)
         insort(self._ends, running.end_entry)
         self.running[entry.job.id] = running
-        return [ExecuteJob(now, entry.job.id, procset_of(mask))]
+        decisions: list[Event] = [ExecuteJob(now, entry.job.id, procset_of(mask))]
+        for hook in self._hooks["on_started"]:
+            decisions.extend(hook(entry, running, now))
+        return decisions
 
     # --- introspection --------------------------------------------------------------------
 
@@ -420,3 +581,42 @@ class EasyScheduler:
         assert used & self.free == 0, "a machine is both free and in use"
         assert used | self.free == full_mask(self.nb_machines), "a machine went missing"
         assert len(self._ends) == len(self.running)
+
+
+class EasyScheduler(BatchScheduler):
+    """A convenience constructor with the flags of old: EASY (``backfilling=False``: list
+    scheduling), PRB's allocation (``greedy``) or CPH (``planner``) over ``policy``, with
+    ``estimator`` as the predictor. Anything else is :class:`BatchScheduler`'s."""
+
+    def __init__(
+        self,
+        policy: Any = "fcfs",
+        estimator: Predictor | None = None,
+        *,
+        starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
+        backfilling: bool = True,
+        audit: bool = False,
+        correction: Correction | None = None,
+        greedy: bool = False,
+        planner: ConstraintPlanner | None = None,
+        components: Iterable[Component] = (),
+    ) -> None:
+        predictor = estimator if estimator is not None else RequestedTime()
+        easy = Easy(
+            backfilling=backfilling,
+            shortest_first=getattr(predictor, "backfill_shortest_first", False),
+        )
+        dispatcher: Dispatcher = easy
+        if planner is not None:
+            dispatcher = Planned(planner, easy)
+        elif greedy:
+            dispatcher = Greedy(easy)
+        super().__init__(
+            policy,
+            predictor,
+            dispatcher,
+            starvation_threshold=starvation_threshold,
+            correction=correction,
+            components=components,
+            audit=audit,
+        )

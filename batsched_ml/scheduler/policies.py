@@ -4,8 +4,9 @@ Each policy gives a sort key for a waiting job; smaller keys go first. Ties are 
 submission time, then by arrival order (Batsim submits simultaneous jobs in string order of their
 ids), so that a schedule is a deterministic function of the event stream. ``p̃`` is the job's
 runtime estimate for ordering (``rank_est``: the requested time by default, see
-:mod:`batsched_ml.scheduler.estimators`), ``q`` its processors. The scheduler puts its class rank
-before these keys (small jobs first, when jobs are classified).
+:mod:`batsched_ml.scheduler.predictors`), ``q`` its processors. The scheduler puts its class rank
+before these keys (small jobs first, when jobs are classified), whatever the order and the
+dispatcher.
 
 ========  =====================================================  ==============================
 name      order                                                  depends on the current time?
@@ -15,16 +16,23 @@ name      order                                                  depends on the 
 ``spf``   p̃ (shortest requested processing time first)           no
 ``saf``   p̃ * q (smallest requested area first)                  no
 ========  =====================================================  ==============================
+
+A queue order is any object with ``key(job, now) -> tuple`` (smaller first) and ``dynamic`` (True:
+the key depends on ``now``, the queue is re-sorted at each pass; False: it is kept sorted as jobs
+arrive, with the key computed once at ``now = 0``), and optionally ``started(job, now)`` (told
+each start: an order that learns, as PRB's). Besides the built-in names, :func:`get_policy`
+takes a plug-in class (built with no argument): an import path ``mypkg.module:MyOrder`` or an
+entry point of group ``batsched_ml.policies`` (:mod:`batsched_ml.plugins`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from batsched_ml import registry
-from batsched_ml.errors import ConfigError
+from batsched_ml.plugins import load_plugin
 
 
 class Waiting(Protocol):
@@ -32,6 +40,15 @@ class Waiting(Protocol):
     seq: int
     rank_est: float
     res: int
+
+
+class Order(Protocol):
+    """A queue order: what the scheduler asks of a policy (see the module docstring)."""
+
+    @property
+    def dynamic(self) -> bool: ...
+
+    def key(self, job: Any, now: float) -> tuple: ...
 
 
 @dataclass(frozen=True)
@@ -118,9 +135,11 @@ def _queue_of(job: Waiting) -> object:
     return inner.field("queue") if inner is not None else getattr(job, "queue", None)
 
 
-def get_policy(name: str) -> Policy:
-    try:
-        return POLICIES[name.lower()]
-    except KeyError:
-        known = ", ".join(POLICIES)
-        raise ConfigError(f"unknown policy {name!r} (choose from {known})") from None
+def get_policy(name: str) -> Any:
+    """The queue order called ``name``: a built-in one (:data:`POLICIES`, any case), else a
+    plug-in class built with no argument; :class:`~batsched_ml.errors.ConfigError` naming what
+    failed."""
+    policy = POLICIES.get(name.lower())
+    if policy is not None:
+        return policy
+    return load_plugin(name, "policy", ("key", "dynamic"), tuple(POLICIES))()

@@ -1,13 +1,22 @@
-"""Runtime estimates for EASY, pluggable (scikit-learn-like: plain constructor parameters).
+"""Runtime predictors, pluggable (scikit-learn-like: plain constructor parameters).
 
-An estimator answers, at submission, how long a job is expected to run; EASY uses the answer to
-order the queue (SPF, SAF, WFP), to compute a reservation from the running jobs' expected ends,
-and to decide whether a job can be backfilled. ``observe`` is told every finished job so that
-learning estimators (later: predictors) can update themselves.
+A predictor answers, at submission, how long a job is expected to run; the scheduler uses the
+answer to order the queue (SPF, SAF, WFP, the dispatchers' orders), to compute a reservation from
+the running jobs' expected ends, and to decide whether a job can be backfilled. ``observe`` is
+told every finished job (not the attempts the scheduler killed itself) so that learning
+predictors can update themselves.
 
 A job without walltime (traces with no requested times at all) is estimated at
 ``no_walltime_estimate`` seconds, a day by default: an infinite estimate would let every job
 backfill ahead of the reservation and starve the queue head.
+
+A new predictor is a class with ``estimate(job, profile) -> float`` and ``observe(job,
+runtime)`` (a ``name`` too, for the reports; a ``backfill_shortest_first = True`` attribute asks
+EASY for shortest-job backfilling, as EASY++). Outside this package it needs no registration:
+``--predictor mypkg.module:MyPredictor`` (an import path) or an entry point of group
+``batsched_ml.predictors`` (see :mod:`batsched_ml.plugins`); its constructor's parameters with
+defaults are its ``--predictor-option`` keys. A built-in one is added to :data:`PREDICTORS` and
+to :data:`batsched_ml.registry.PREDICTORS`.
 """
 
 from __future__ import annotations
@@ -18,15 +27,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from batsched_ml import registry
-from batsched_ml.errors import ConfigError
 from batsched_ml.job import Job
+from batsched_ml.plugins import load_plugin
 from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.su import SUPrediction
 
 DAY = 86_400.0
 
 
-class Estimator(Protocol):
+class Predictor(Protocol):
     name: str
 
     def estimate(self, job: Job, profile: dict[str, Any] | None) -> float: ...
@@ -283,7 +292,8 @@ class ProfileHeuristic:
             table[key] = float(runtime)
 
 
-ESTIMATORS: dict[str, type] = {
+#: The built-in predictors, by ``--predictor`` name.
+PREDICTORS: dict[str, type] = {
     "requested": RequestedTime,
     "actual": ActualRuntime,
     "easy++": EasyPlusPlus,
@@ -292,28 +302,38 @@ ESTIMATORS: dict[str, type] = {
     "profile": ProfileHeuristic,
     "su": SUPrediction,
 }
-assert tuple(ESTIMATORS) == registry.PREDICTORS, "the predictors are registry.PREDICTORS"
+assert tuple(PREDICTORS) == registry.PREDICTORS, "the predictors are registry.PREDICTORS"
+
+
+def predictor_class(name: str) -> type:
+    """The class of predictor ``name``: a built-in one, else a plug-in (an import path
+    ``module:Class`` or an entry point, :mod:`batsched_ml.plugins`); a
+    :class:`~batsched_ml.errors.ConfigError` naming what failed."""
+    kind = PREDICTORS.get(name)
+    if kind is None:
+        kind = load_plugin(name, "predictor", ("estimate", "observe"), tuple(PREDICTORS))
+    return kind
 
 
 def predictor_kwargs(name: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` checked against the constructor of predictor ``name`` and converted to the
     type of each parameter's default (so that command-line strings work). An unknown name or
-    parameter, or a value of the wrong type, raises ``ValueError`` naming it."""
-    try:
-        kind = ESTIMATORS[name]
-    except KeyError:
-        known = ", ".join(ESTIMATORS)
-        raise ConfigError(f"unknown predictor {name!r} (choose from {known})") from None
-    return constructor_kwargs(kind, f"predictor {name}", params, exclude=("calendar",))
+    parameter, or a value of the wrong type, raises :class:`~batsched_ml.errors.ConfigError`
+    naming it."""
+    return constructor_kwargs(
+        predictor_class(name), f"predictor {name}", params, exclude=("calendar",)
+    )
 
 
-def make_estimator(
+def make_predictor(
     name: str, params: dict[str, Any] | None = None, calendar: dict[str, Any] | None = None
-) -> Estimator:
-    """The predictor called ``name`` built with ``params`` (see :func:`predictor_kwargs`); a
-    predictor that reads the time of day is given the trace's ``calendar``."""
+) -> Predictor:
+    """The predictor called ``name`` (built-in or plug-in) built with ``params`` (see
+    :func:`predictor_kwargs`); a predictor whose constructor takes a ``calendar`` (it reads the
+    time of day) is given the trace's."""
+    kind = predictor_class(name)
     kwargs = predictor_kwargs(name, params or {})
-    kind = ESTIMATORS[name]
     if "calendar" in inspect.signature(kind).parameters:
         kwargs["calendar"] = calendar
-    return kind(**kwargs)
+    predictor: Predictor = kind(**kwargs)
+    return predictor

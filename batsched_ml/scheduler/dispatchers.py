@@ -1,0 +1,171 @@
+"""Dispatchers: given the ordered queue, which jobs start now, on which machines.
+
+Every dispatcher is an object with one method,
+``decide(queue, free, ends, now, starving) -> (started, reservation)``:
+
+- ``queue``: the waiting jobs in the scheduler's order (starving jobs first, then the class rank,
+  then the queue order), each with ``res`` (machines) and ``est`` (the runtime it plans with);
+- ``free``: the free machines as a bitmask; ``ends``: the running jobs as ``(expected_end, tie,
+  res)`` sorted by expected end;
+- ``starving``: whether the queue head has waited past the starvation threshold;
+- it returns the jobs to start, in start order, each with its machines, and EASY's reservation
+  (``None`` when it made none).
+
+========================  =====================================================================
+:class:`Easy`             EASY backfilling (:mod:`.easy`); ``shortest_first``: SJBF (EASY++)
+:class:`ListScheduling`   start queue heads while they fit, nothing else (sjf, ljf,
+                          ``--no-backfilling``)
+:class:`Greedy`           PRB: every job that fits starts, in queue order, nothing is reserved
+:class:`Planned`          CPH: a CP-SAT plan of the first jobs (:mod:`.cph`)
+========================  =====================================================================
+
+Under :class:`Greedy` and :class:`Planned` a starving queue head gets EASY's reservation (their
+``fallback``), or the starvation threshold would bound nothing.
+
+The dispatchers of Galleguillos et al. come with their own queue order (:func:`order_for`):
+sjf the shortest estimate first (``spf``), ljf the longest (:data:`~.policies.LJF`), prb and cph
+by urgency (:class:`~.policies.PriorityRule`); EASY takes ``--policy``'s. A job's class rank, when
+jobs are classified, stays ahead of any of them (:mod:`.core`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+from batsched_ml import registry
+from batsched_ml.errors import ConfigError
+from batsched_ml.scheduler.cph import ConstraintPlanner
+from batsched_ml.scheduler.easy import Candidate, Reservation, easy_pass, greedy_allocation
+from batsched_ml.scheduler.parameters import constructor_kwargs
+from batsched_ml.scheduler.policies import LJF, POLICIES, PriorityRule
+
+C = TypeVar("C", bound=Candidate)
+Ends = Sequence[tuple[float, int, int]]
+
+#: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
+PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
+
+
+class Dispatcher(Protocol):
+    """What the scheduler asks of a dispatcher (see the module docstring)."""
+
+    name: str
+
+    def decide(
+        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, int]], Reservation | None]: ...
+
+
+class Easy:
+    """EASY backfilling; ``backfilling=False`` stops at the first job that does not fit (then
+    it is :class:`ListScheduling`); ``shortest_first`` backfills the shortest estimate first."""
+
+    name = "easy"
+
+    def __init__(self, *, backfilling: bool = True, shortest_first: bool = False) -> None:
+        self.backfilling = backfilling
+        self.shortest_first = shortest_first
+
+    def decide(
+        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, int]], Reservation | None]:
+        return easy_pass(
+            queue,
+            free,
+            ends,
+            now,
+            backfilling=self.backfilling,
+            shortest_first=self.shortest_first,
+        )
+
+
+class ListScheduling(Easy):
+    """List scheduling: queue heads start while they fit; no reservation, no backfilling."""
+
+    name = "list"
+
+    def __init__(self) -> None:
+        super().__init__(backfilling=False)
+
+
+class Greedy:
+    """PRB's allocation: every job that fits starts, in queue order; a starving head is served
+    by ``fallback`` (EASY) instead."""
+
+    name = "prb"
+
+    def __init__(self, fallback: Easy | None = None) -> None:
+        self.fallback = fallback if fallback is not None else Easy()
+
+    def decide(
+        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, int]], Reservation | None]:
+        if starving:
+            return self.fallback.decide(queue, free, ends, now, starving)
+        return greedy_allocation(queue, free), None
+
+
+class Planned:
+    """CPH: the jobs ``planner`` plans to start now; a starving head is served by ``fallback``
+    (EASY) instead. ``planner`` keeps the solver's counters (calls, improvements, fallbacks)."""
+
+    name = "cph"
+
+    def __init__(self, planner: ConstraintPlanner, fallback: Easy | None = None) -> None:
+        self.planner = planner
+        self.fallback = fallback if fallback is not None else Easy()
+
+    def decide(
+        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, int]], Reservation | None]:
+        if starving:
+            return self.fallback.decide(queue, free, ends, now, starving)
+        return self.planner.plan(queue, free, ends, now), None
+
+
+def make_dispatcher(
+    name: str,
+    params: dict[str, Any] | None = None,
+    *,
+    backfilling: bool = True,
+    shortest_first: bool = False,
+) -> Dispatcher:
+    """The dispatcher called ``name`` (:data:`batsched_ml.registry.DISPATCHERS`).
+
+    ``backfilling`` and ``shortest_first`` configure EASY, the dispatcher itself for ``easy``,
+    the fallback of a starving head for ``prb`` and ``cph``; ``params``: the planner's
+    constructor parameters (``cph``)."""
+    if name not in registry.DISPATCHERS:
+        known = ", ".join(registry.DISPATCHERS)
+        raise ConfigError(f"unknown dispatcher {name!r} (choose from {known})")
+    easy = Easy(backfilling=backfilling, shortest_first=shortest_first)
+    if name == "easy":
+        return easy
+    if name in ("sjf", "ljf"):
+        return ListScheduling()
+    if name == "prb":
+        return Greedy(easy)
+    return Planned(PLANNERS[name](**(params or {})), easy)
+
+
+def order_for(dispatcher: str) -> Any:
+    """The queue order a dispatcher imposes (a new one: PRB's learns), ``None`` for EASY."""
+    if dispatcher == "sjf":  # list scheduling, shortest predicted runtime first
+        return POLICIES["spf"]
+    if dispatcher == "ljf":
+        return LJF
+    if dispatcher in ("prb", "cph"):
+        return PriorityRule()
+    return None
+
+
+def planner_kwargs(dispatcher: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked and typed against the planner of ``dispatcher`` (as
+    :func:`~batsched_ml.scheduler.predictors.predictor_kwargs` does for predictors), their
+    values too (the planner is built once); :class:`ConfigError` naming what is wrong."""
+    if dispatcher not in PLANNERS:
+        raise ConfigError(
+            f"the {dispatcher} dispatcher has no parameters (only {', '.join(PLANNERS)} has)"
+        )
+    return constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
