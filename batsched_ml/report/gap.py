@@ -1,0 +1,154 @@
+"""Closing the gap: how much of the perfect classes' gain a method reaches, with 95 % intervals.
+
+The yardstick of Zrigui et al. (JPDC 2022): a policy's *base* (EASY on requested times), the
+method (online classification), and the *ceiling*, the same scheduler told each job's true class
+(``class-clairvoyant``). The gain of a variant is the reduction of the cumulative bounded slowdown
+over the same policy's base; the *share of the ceiling* is the method's gain over the ceiling's,
+
+    share = (base - method) / (base - ceiling),
+
+1 when the method does as well as perfect classes, 0 when it does no better than the base, below
+0 when it does worse.
+
+One replay of one trace can mislead (a few jobs that happen to fit); the figures are therefore
+computed on each shaken copy of the trace (:mod:`batsched_ml.workload.shake`) and given as the
+mean over copies with a 95 % Student-t interval. The shares are paired per copy (the base, the
+method and the ceiling of one copy together), so what varies from copy to copy cancels out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+BASE, CEILING = "base", "class-clairvoyant"
+
+
+def gain(base: float, value: float) -> float:
+    """The reduction of ``value`` from ``base``, as a fraction of ``base``."""
+    return (base - value) / base
+
+
+def share_of_ceiling(base: float, method: float, ceiling: float) -> float | None:
+    """``(base - method) / (base - ceiling)``; ``None`` when the ceiling gains nothing (there is
+    no gap to close, and a share would divide by zero or flip sign)."""
+    if not ceiling < base:
+        return None
+    return (base - method) / (base - ceiling)
+
+
+def t_quantile(df: int, confidence: float = 0.95) -> float:
+    """The two-sided Student-t quantile for ``df`` degrees of freedom."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + confidence / 2, df))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over copies with its interval (``low == high == mean`` for a single copy: no
+    interval can be given, and the table says so by the count)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def text(self, scale: float = 100.0, digits: int = 0) -> str:
+        if self.n < 2:
+            return f"{self.mean * scale:.{digits}f}"
+        half = (self.high - self.low) / 2 * scale
+        return f"{self.mean * scale:.{digits}f} ± {half:.{digits}f}"
+
+
+def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
+    """Mean of ``values`` and its Student-t interval at ``confidence``."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("no values to estimate from")
+    mean = math.fsum(values) / n
+    if n == 1:
+        return Estimate(mean, mean, mean, 1)
+    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    half = t_quantile(n - 1, confidence) * math.sqrt(variance / n)
+    return Estimate(mean, mean - half, mean + half, n)
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """One trace, policy and method: its gain over the base and its share of the ceiling's."""
+
+    trace: str
+    policy: str
+    method: str
+    gain: Estimate
+    share: Estimate | None  # None when no copy has a gap to close
+    copies: int
+
+
+def gap_rows(
+    runs: Iterable[Mapping[str, object]], *, value: str = "cumulative_bsld"
+) -> list[GapRow]:
+    """The rows of the table from run records, each with ``trace``, ``policy``, ``variant``
+    (``base``, ``class-clairvoyant`` or a method), ``copy`` (the shaking seed) and ``value``.
+
+    A method is compared with the base and the ceiling of the same trace, policy and copy; a copy
+    lacking either is left out (never compared with another copy's). Rows come in the order
+    of first appearance."""
+    cells: dict[tuple[str, str, object], dict[str, float]] = defaultdict(dict)
+    order: list[tuple[str, str, str]] = []
+    for run in runs:
+        key = (str(run["trace"]), str(run["policy"]), run.get("copy", 0))
+        variant = str(run["variant"])
+        if variant in cells[key]:
+            raise ValueError(f"two runs of {variant} for {key}")
+        cells[key][variant] = float(run[value])  # type: ignore[arg-type]
+        method = (key[0], key[1], variant)
+        if variant != BASE and method not in order:
+            order.append(method)
+    rows = []
+    for trace, policy, method in order:
+        gains: list[float] = []
+        shares: list[float] = []
+        for (t, p, _copy), values in cells.items():
+            if (t, p) != (trace, policy) or method not in values or BASE not in values:
+                continue
+            base = values[BASE]
+            gains.append(gain(base, values[method]))
+            if CEILING in values:
+                share = share_of_ceiling(base, values[method], values[CEILING])
+                if share is not None:
+                    shares.append(share)
+        if not gains:
+            continue
+        rows.append(
+            GapRow(
+                trace,
+                policy,
+                method,
+                estimate(gains),
+                estimate(shares) if shares else None,
+                len(gains),
+            )
+        )
+    return rows
+
+
+def gap_table(rows: Sequence[GapRow]) -> str:
+    """The rows as a markdown table: gain over the base and share of the ceiling, in %, as the
+    mean over the shaken copies ± the half width of the 95 % interval."""
+    lines = [
+        "| trace | policy | method | gain over base (%) | share of the ceiling (%) | copies |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        share = row.share.text() if row.share is not None else "n/a"
+        if row.method == CEILING:
+            share = "100"
+        lines.append(
+            f"| {row.trace} | {row.policy} | {row.method} | {row.gain.text()} | {share} | "
+            f"{row.copies} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,93 @@
+"""Input shaking and the closing-the-gap figures (issue 19's yardstick), on hand-made values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from batsched_ml.report.gap import estimate, gap_rows, gap_table, share_of_ceiling
+from batsched_ml.workload.shake import shake
+
+WORKLOAD = {
+    "nb_res": 4,
+    "jobs": [
+        {"id": 1, "subtime": 0, "res": 1},
+        {"id": 2, "subtime": 30, "res": 1},
+        {"id": 3, "subtime": 100, "res": 2},
+        {"id": 4, "subtime": 1000, "res": 1},
+    ],
+    "profiles": {},
+}
+
+
+def test_a_shaken_copy_moves_each_job_by_its_drawn_seconds_and_keeps_submission_order():
+    # numpy's PCG64 with seed 7 draws [54, 15, 22, 48] in [-60, 60]: 0+54, 30+15, 100+22, 1000+48
+    shaken = shake(WORKLOAD, 7)
+    assert [(j["id"], j["subtime"]) for j in shaken["jobs"]] == [
+        (2, 45),
+        (1, 54),
+        (3, 122),
+        (4, 1048),
+    ]
+    assert shaken["shaking"] == {"seed": 7, "seconds": 60}
+    assert WORKLOAD["jobs"][0]["subtime"] == 0  # the input is left alone
+    assert shake(WORKLOAD, 7) == shaken  # the same seed, the same copy
+    assert shake(WORKLOAD, 8) != shaken
+
+
+def test_seed_zero_is_the_trace_itself_and_no_job_moves_before_zero():
+    assert shake(WORKLOAD, 0) == WORKLOAD
+    for seed in range(1, 30):
+        jobs = shake(WORKLOAD, seed, seconds=500)["jobs"]
+        assert all(j["subtime"] >= 0 for j in jobs)
+        assert sorted(j["id"] for j in jobs) == [1, 2, 3, 4]
+        assert [j["subtime"] for j in jobs] == sorted(j["subtime"] for j in jobs)
+        original = {j["id"]: j["subtime"] for j in WORKLOAD["jobs"]}
+        assert all(abs(j["subtime"] - original[j["id"]]) <= 500 or j["subtime"] == 0 for j in jobs)
+    with pytest.raises(ValueError):
+        shake(WORKLOAD, -1)
+
+
+def test_share_of_the_ceiling():
+    assert share_of_ceiling(100.0, 70.0, 40.0) == 0.5
+    assert share_of_ceiling(100.0, 110.0, 40.0) == pytest.approx(-1 / 6)
+    assert share_of_ceiling(100.0, 70.0, 100.0) is None  # no gap to close
+    assert share_of_ceiling(100.0, 70.0, 120.0) is None
+
+
+def test_estimate_is_the_mean_with_a_student_t_interval():
+    one = estimate([3.0])
+    assert (one.mean, one.low, one.high, one.n) == (3.0, 3.0, 3.0, 1)
+    three = estimate([1.0, 2.0, 3.0])
+    # sd 1, t(0.975, 2 df) = 4.302653 (tables): half width 4.302653 / sqrt(3)
+    assert three.mean == 2.0
+    assert three.high - 2.0 == pytest.approx(4.302653 / math.sqrt(3), abs=1e-6)
+    assert 2.0 - three.low == pytest.approx(4.302653 / math.sqrt(3), abs=1e-6)
+
+
+def test_gap_rows_pair_base_method_and_ceiling_within_each_copy():
+    runs = [
+        {"trace": "T", "policy": "fcfs", "variant": "base", "copy": 1, "cumulative_bsld": 100},
+        {"trace": "T", "policy": "fcfs", "variant": "m", "copy": 1, "cumulative_bsld": 70},
+        {"trace": "T", "policy": "fcfs", "variant": "class-clairvoyant", "copy": 1,
+         "cumulative_bsld": 40},
+        {"trace": "T", "policy": "fcfs", "variant": "base", "copy": 2, "cumulative_bsld": 200},
+        {"trace": "T", "policy": "fcfs", "variant": "m", "copy": 2, "cumulative_bsld": 120},
+        {"trace": "T", "policy": "fcfs", "variant": "class-clairvoyant", "copy": 2,
+         "cumulative_bsld": 100},
+        # a copy without its base is never compared with another copy's base
+        {"trace": "T", "policy": "fcfs", "variant": "m", "copy": 3, "cumulative_bsld": 1},
+    ]  # fmt: skip
+    rows = gap_rows(runs)
+    assert [r.method for r in rows] == ["m", "class-clairvoyant"]
+    m = rows[0]
+    assert m.copies == 2
+    # gains 0.3 and 0.4; shares 0.5 and 0.8; t(0.975, 1 df) = 12.706205
+    assert m.gain.mean == pytest.approx(0.35)
+    assert m.gain.high - m.gain.mean == pytest.approx(12.706205 * 0.05, abs=1e-6)
+    assert m.share is not None and m.share.mean == pytest.approx(0.65)
+    assert m.share.high - m.share.mean == pytest.approx(12.706205 * 0.15, abs=1e-6)
+    table = gap_table(rows)
+    assert "| T | fcfs | m | 35 ± 64 | 65 ± 191 | 2 |" in table
+    assert "| T | fcfs | class-clairvoyant | 55 ± 64 | 100 | 2 |" in table
