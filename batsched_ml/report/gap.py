@@ -105,9 +105,8 @@ def gap_rows(
         if variant in cells[key]:
             raise ValueError(f"two runs of {variant} for {key}")
         cells[key][variant] = float(run[value])  # type: ignore[arg-type]
-        method = (key[0], key[1], variant)
-        if variant != BASE and method not in order:
-            order.append(method)
+        if variant != BASE and (key[0], key[1], variant) not in order:
+            order.append((key[0], key[1], variant))
     rows = []
     for trace, policy, method in order:
         gains: list[float] = []
