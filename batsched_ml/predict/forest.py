@@ -8,6 +8,10 @@ trees itself and averages their class probabilities exactly as
 
 Hyper-parameters (:class:`ForestParams`), chosen with ``benchmarks/training_setup.py`` on HPC2N:
 see the README's classification section for the figures.
+
+scikit-learn is imported only by :func:`train_forest`: importing it (and SciPy with it) takes
+about 1.5 s, which a replay that trains nothing (the base variant, or a scheduler that gets its
+models from the side trainer) need not wait for.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
 
 from batsched_ml.predict.params import ForestParams
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import RandomForestClassifier
 
 __all__ = ["ForestParams"]
 
@@ -111,9 +117,10 @@ def check_compiled(arrays: dict[str, Any]) -> None:
 class FastForest:
     """Prediction of a fitted binary ``RandomForestClassifier``, one row at a time.
 
-    Built from :func:`compile_forest`'s arrays. Each tree is turned into Python lists
-    (children, feature, threshold, and each leaf's two class probabilities) on the first
-    prediction, and walked in plain Python: for one row that beats any numpy call. The
+    Built from :func:`compile_forest`'s arrays. Each tree is turned into a Python list of node
+    tuples on the first prediction, ``(feature, threshold, left, right)`` for a split and
+    ``(-1, p0, -1, p1)`` for a leaf (its two class probabilities), and walked in plain Python:
+    for one row that beats any numpy call, and one tuple per node beats four lists. The
     arithmetic is scikit-learn's: the row is rounded to float32 as ``predict`` does, each tree's
     leaf counts are normalised, the per-class sums are taken in tree order and the larger class
     wins, ties to the first.
@@ -123,22 +130,24 @@ class FastForest:
         self.arrays = arrays
         self.classes = arrays["classes"].tolist()
         self.n_features = int(arrays["n_features"])
-        self._trees: list[tuple[list, ...]] | None = None
+        self._trees: list[list[tuple[Any, Any, Any, Any]]] | None = None
 
     @classmethod
     def from_forest(cls, forest: RandomForestClassifier) -> FastForest:
         return cls(compile_forest(forest))
 
     @property
-    def trees(self) -> list[tuple[list, ...]]:
+    def trees(self) -> list[list[tuple[Any, Any, Any, Any]]]:
         if self._trees is None:
             a = self.arrays
-            columns = [a[k].tolist() for k in ("left", "right", "feature", "threshold", "p0", "p1")]
+            leaf = a["left"] == -1
+            feature = np.where(leaf, -1, a["feature"]).tolist()
+            threshold = np.where(leaf, a["p0"], a["threshold"]).tolist()
+            right = a["right"].astype(object)  # Python ints, and a leaf's p1 as a Python float
+            right[leaf] = a["p1"][leaf].astype(object)
+            nodes = list(zip(feature, threshold, a["left"].tolist(), right.tolist(), strict=True))
             bounds = a["offsets"].tolist()
-            self._trees = [
-                tuple(column[start:end] for column in columns)
-                for start, end in itertools.pairwise(bounds)
-            ]
+            self._trees = [nodes[start:end] for start, end in itertools.pairwise(bounds)]
         return self._trees
 
     def proba(self, row: list[float] | np.ndarray) -> tuple[float, float]:
@@ -146,14 +155,14 @@ class FastForest:
         x = np.asarray(row, dtype=np.float32).tolist()
         first = second = 0.0
         trees = self.trees
-        for left, right, feature, threshold, p0, p1 in trees:
-            node = 0
-            child = left[0]
-            while child != -1:
-                node = child if x[feature[node]] <= threshold[node] else right[node]
-                child = left[node]
-            first += p0[node]
-            second += p1[node]
+        for nodes in trees:
+            feature, threshold, left, right = nodes[0]
+            while feature != -1:
+                feature, threshold, left, right = (
+                    nodes[left] if x[feature] <= threshold else nodes[right]
+                )
+            first += threshold  # a leaf's p0
+            second += right  # and p1
         count = len(trees)
         return first / count, second / count
 
@@ -177,6 +186,8 @@ def train_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> TrainedF
     a single class, give no predictor (every job then counts as large)."""
     if params.n_estimators == 0 or len(y) < params.min_train or y.all() or not y.any():
         return TrainedForest(None, None, None, 0.0, len(y))
+    from sklearn.ensemble import RandomForestClassifier
+
     started = time.perf_counter()
     forest = RandomForestClassifier(
         n_estimators=params.n_estimators,

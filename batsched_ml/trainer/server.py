@@ -15,10 +15,12 @@ no command-line option: users never see it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -333,6 +335,7 @@ def run_trainer(
     except Exception:
         service.history.close()
         raise
+    warm_up = _import_in_background() if params.n_estimators else None
     try:
         log.info("trainer on %s, %d finished jobs stored", endpoint, service.history.size)
         while True:
@@ -350,3 +353,19 @@ def run_trainer(
     finally:
         socket.close()
         service.history.close()
+        if warm_up is not None:
+            warm_up.join()
+
+
+def _import_in_background() -> threading.Thread:
+    """Import scikit-learn and skops (about 1.5 s) in a thread while the trainer already
+    answers ``hello``: the scheduler replays its first week meanwhile instead of waiting."""
+
+    def run() -> None:
+        with contextlib.suppress(Exception):  # the first training imports them itself
+            import sklearn.ensemble  # noqa: F401
+            import skops.io  # noqa: F401
+
+    thread = threading.Thread(target=run, name="import-sklearn", daemon=True)
+    thread.start()
+    return thread
