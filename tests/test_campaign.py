@@ -293,3 +293,20 @@ workers = 1
     out = capsys.readouterr().out
     assert "2 runs: 1 done, 0 already there, 1 failed" in out
     assert "failed: nope fcfs base:" in out
+
+
+def test_runs_are_submitted_longest_first(tmp_path: Path) -> None:
+    from batsched_ml.campaign import longest_first
+
+    # the cost of a run: its trace's size, times 8 for a variant that trains a forest
+    (tmp_path / "small.swf.gz").write_bytes(b"x" * 100)
+    (tmp_path / "large.swf.gz").write_bytes(b"x" * 1000)
+    runs = expand(["small", "large"], ["fcfs"], ["base", "classification-idempotent"], [0])
+    ordered = longest_first(runs, tmp_path)
+    assert [(r.trace, r.variant) for r in ordered] == [
+        ("large", "classification-idempotent"),  # 1000 bytes x 8
+        ("large", "base"),  # 1000
+        ("small", "classification-idempotent"),  # 100 x 8
+        ("small", "base"),
+    ]
+    assert sorted(ordered, key=runs.index) == runs  # the same runs, only reordered

@@ -196,6 +196,7 @@ def train_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> TrainedF
         max_features=params.max_features,
         n_jobs=params.n_jobs,
         random_state=params.random_state,
+        max_samples=params.max_samples,
     )
     forest.fit(x, y)
     forest.n_jobs = 1

@@ -14,6 +14,10 @@ class ForestParams:
 
     ``window``: train on the most recent ``window`` finished jobs (``None``: all history).
     ``n_estimators=0`` trains nothing (only the divider is computed: class-clairvoyant).
+    ``max_samples``: each tree's bootstrap sample, as a share of the training set (``None``:
+    as many as the training set, scikit-learn's default). Opt-in: a smaller share trains
+    faster but gives other trees (see docs/speed.md for its cost in accuracy); left at
+    ``None`` it is not even listed by :meth:`as_dict`, so runs keep their identities.
     """
 
     n_estimators: int = 40
@@ -24,6 +28,10 @@ class ForestParams:
     min_train: int = 100
     n_jobs: int = 2
     random_state: int = 0
+    max_samples: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        values = asdict(self)
+        if values["max_samples"] is None:  # the default: the identities of earlier runs hold
+            del values["max_samples"]
+        return values
