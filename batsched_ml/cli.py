@@ -285,8 +285,16 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     path = Path(args.workload) if args.workload else DEFAULT_TRACE
     config = _config(args)
-    identity = RunIdentity("replay", config.as_dict(), workload_record(path, lenient=args.lenient))
+    if args.shake < 0 or args.shake_seconds < 0:
+        raise ConfigError("--shake and --shake-seconds take 0 or a positive number")
+    shaking = {"seed": args.shake, "seconds": args.shake_seconds} if args.shake else None
+    record = workload_record(path, lenient=args.lenient, shaking=shaking)
+    identity = RunIdentity("replay", config.as_dict(), record)
     workload = load_workload(path, lenient=args.lenient)  # bad input: nothing written
+    if shaking is not None:
+        from batsched_ml.workload.shake import shake
+
+        workload = shake(workload, **shaking)
     folder = claim(args.output, identity, force=args.force)
     with folder.running():
         total = len(workload["jobs"])
@@ -662,6 +670,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_trainer_options(replay)
     replay.add_argument("--lenient", action="store_true", help="skip malformed SWF lines")
+    replay.add_argument(
+        "--shake",
+        type=int,
+        default=0,
+        metavar="SEED",
+        help="replay a shaken copy of the trace (Tsafrir et al.'s input shaking): each job's "
+        "submission moves by a random whole number of seconds, seeded; 0 (default): the trace",
+    )
+    replay.add_argument(
+        "--shake-seconds",
+        type=int,
+        default=60,
+        metavar="S",
+        help="the largest move of a shaken copy, either way (default %(default)s s)",
+    )
     replay.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     replay.set_defaults(handler=_cmd_replay)
 

@@ -136,6 +136,8 @@ def write_replay(
         **({"run_id": run_id} if run_id is not None else {}),
         **run_summary(jobs, workload, result.config.as_dict(), scheduler.rejected),
     }
+    if workload.get("shaking"):  # a shaken copy of the trace (workload/shake.py)
+        summary["shaking"] = workload["shaking"]
     skipped = (workload.get("cleaning") or {}).get("skipped_lines")
     if skipped:  # --lenient: the malformed lines left out of the trace
         summary["skipped_lines"] = skipped

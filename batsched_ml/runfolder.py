@@ -266,9 +266,12 @@ class RunFolder:
         self.finish()
 
 
-def workload_record(path: str | Path, *, lenient: bool = False) -> dict[str, Any]:
+def workload_record(
+    path: str | Path, *, lenient: bool = False, shaking: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """A workload's part of a run identity: its file name and sha256 (and ``lenient``, which
-    changes what is read from an SWF)."""
+    changes what is read from an SWF, and ``shaking``, the seed and amount of a shaken copy:
+    :mod:`batsched_ml.workload.shake`)."""
     from batsched_ml.workload.io import WorkloadError
 
     path = Path(path)
@@ -279,6 +282,8 @@ def workload_record(path: str | Path, *, lenient: bool = False) -> dict[str, Any
     record: dict[str, Any] = {"name": path.name, "sha256": sha256}
     if lenient:
         record["lenient"] = True
+    if shaking:
+        record["shaking"] = dict(shaking)
     return record
 
 

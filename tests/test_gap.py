@@ -91,3 +91,28 @@ def test_gap_rows_pair_base_method_and_ceiling_within_each_copy():
     table = gap_table(rows)
     assert "| T | fcfs | m | 35 ± 64 | 65 ± 191 | 2 |" in table
     assert "| T | fcfs | class-clairvoyant | 55 ± 64 | 100 | 2 |" in table
+
+
+def test_replay_of_a_shaken_copy_is_its_own_run_and_repeats_byte_for_byte(
+    kth_workload, tmp_path
+) -> None:
+    import json
+
+    from batsched_ml.cli import main
+    from tests.conftest import workload_head
+
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload_head(kth_workload, 400)))
+    for name, options in (("a", ["--shake", "5"]), ("b", ["--shake", "5"]), ("plain", [])):
+        assert main(["replay", str(path), "-o", str(tmp_path / name), "-q", *options]) == 0
+    a, b, plain = (tmp_path / name for name in ("a", "b", "plain"))
+    for file in ("jobs.csv", "summary.json"):
+        assert (a / file).read_bytes() == (b / file).read_bytes()
+    assert (a / "jobs.csv").read_bytes() != (plain / "jobs.csv").read_bytes()
+    summary = json.loads((a / "summary.json").read_text())
+    assert summary["shaking"] == {"seed": 5, "seconds": 60}
+    assert "shaking" not in json.loads((plain / "summary.json").read_text())
+    run_a = json.loads((a / "run.json").read_text())
+    run_plain = json.loads((plain / "run.json").read_text())
+    assert run_a["workload"]["shaking"] == {"seed": 5, "seconds": 60}
+    assert run_a["run_id"] != run_plain["run_id"]  # a folder never passes one for the other
