@@ -119,7 +119,13 @@ def month_labels(
         # an unknown zone name leaves the months in UTC rather than failing the report
         with contextlib.suppress(KeyError, ValueError, TypeError):
             stamps = stamps.dt.tz_convert(time_zone)
-    return stamps.dt.strftime("%Y-%m")
+    if stamps.isna().any() or not len(stamps):
+        return stamps.dt.strftime("%Y-%m")
+    # strftime's "%Y-%m", formatted once per month rather than once per job
+    code = stamps.dt.year.to_numpy() * 100 + stamps.dt.month.to_numpy()
+    months, which = np.unique(code, return_inverse=True)
+    labels = np.array([f"{m // 100}-{m % 100:02d}" for m in months.tolist()], dtype=object)
+    return pd.Series(labels[which.reshape(-1)], index=submission.index, name=stamps.name)
 
 
 def _round(value: float) -> float | None:

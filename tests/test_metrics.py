@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -59,3 +60,16 @@ def test_months_follow_the_trace_calendar() -> None:
 def test_max_machines_in_use_frees_before_it_takes() -> None:
     # job 1 (2 machines) ends at 30 when job 2 (1) and job 3 (3) start: 4, not 6
     assert max_machines_in_use(table()) == 4
+
+
+def test_month_labels_are_strftime_s_formatted_once_per_month() -> None:
+    from batsched_ml.metrics import month_labels
+
+    rng = np.random.default_rng(0)
+    submission = pd.Series(np.sort(rng.uniform(0, 3 * 365 * 86_400.0, 5000)), name="s")
+    for start, zone in ((842_000_000, "Europe/Stockholm"), (0, None), (-(10**8), "Nowhere/Zone")):
+        stamps = pd.to_datetime(start + submission, unit="s", utc=True)
+        if zone == "Europe/Stockholm":
+            stamps = stamps.dt.tz_convert(zone)
+        expected = stamps.dt.strftime("%Y-%m")
+        pd.testing.assert_series_equal(month_labels(submission, start, zone), expected)

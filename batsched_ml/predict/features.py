@@ -82,10 +82,16 @@ class _Category:
                 del recent[0]
 
     def lags(self) -> tuple[float, float, float]:
+        """The classes of the last three jobs, newest first, -1 where there is none."""
         recent = self.recent
-        values = [float(cls) for _seq, cls in reversed(recent)]
-        values += [-1.0] * (3 - len(values))
-        return values[0], values[1], values[2]
+        n = len(recent)
+        if n == 3:
+            return float(recent[2][1]), float(recent[1][1]), float(recent[0][1])
+        if n == 2:
+            return float(recent[1][1]), float(recent[0][1]), -1.0
+        if n == 1:
+            return float(recent[0][1]), -1.0, -1.0
+        return -1.0, -1.0, -1.0
 
     def share(self) -> float:
         return self.small / self.total if self.total else -1.0
@@ -100,6 +106,21 @@ def zone_of(time_zone_string: str | None, offset: int | None) -> tzinfo:
     if offset is not None:
         return timezone(timedelta(seconds=offset))
     return UTC
+
+
+_EMPTY = _Category()  # a category with no finished job (never modified)
+
+
+def _calendar_fields(moment: datetime) -> tuple[float, ...]:
+    """hour, day of week, day of month, month, ISO week, quarter of a local time."""
+    return (
+        float(moment.hour),
+        float(moment.weekday()),
+        float(moment.day),
+        float(moment.month),
+        float(moment.isocalendar()[1]),
+        float((moment.month - 1) // 3 + 1),
+    )
 
 
 @dataclass(slots=True)
@@ -144,15 +165,7 @@ class FeatureTracker:
                 float(day // 7 % 52 + 1),
                 float(day // 91 % 4 + 1),
             )
-        moment = datetime.fromtimestamp(self.origin + subtime, self.zone)
-        return (
-            float(moment.hour),
-            float(moment.weekday()),
-            float(moment.day),
-            float(moment.month),
-            float(moment.isocalendar()[1]),
-            float((moment.month - 1) // 3 + 1),
-        )
+        return _calendar_fields(datetime.fromtimestamp(self.origin + subtime, self.zone))
 
     def _day(self, subtime: float) -> int:
         if self.origin is None:
@@ -163,15 +176,25 @@ class FeatureTracker:
         """The job's features, from the jobs finished so far."""
         user = job.fields.get("user", -1)
         p_req = requested_time(job)
-        keys = ((user, p_req), (user, job.res), (user, self._day(job.subtime)))
-        features = [p_req, float(job.res), *self.calendar(job.subtime)]
-        shares = []
-        empty = _Category()
-        for key, kind in zip(keys, ("t", "q", "d"), strict=True):
-            category = self.categories.get((kind, *key), empty)
-            features.extend(category.lags())
-            shares.append(category.share())
-        features.extend(shares)
+        subtime = job.subtime
+        if self.origin is None:
+            day, calendar = int(subtime // 86_400), self.calendar(subtime)
+        else:  # one conversion for the day and the calendar
+            moment = datetime.fromtimestamp(self.origin + subtime, self.zone)
+            day, calendar = moment.toordinal(), _calendar_fields(moment)
+        keys = ((user, p_req), (user, job.res), (user, day))
+        features = [p_req, float(job.res), *calendar]
+        categories = self.categories
+        empty = _EMPTY
+        time_category = categories.get(("t", *keys[0]), empty)
+        procs_category = categories.get(("q", *keys[1]), empty)
+        day_category = categories.get(("d", *keys[2]), empty)
+        features.extend(time_category.lags())
+        features.extend(procs_category.lags())
+        features.extend(day_category.lags())
+        features.append(time_category.share())
+        features.append(procs_category.share())
+        features.append(day_category.share())
         submission = Submission(self._seq, keys, features)
         self._seq += 1
         return submission
