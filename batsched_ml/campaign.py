@@ -9,6 +9,8 @@ A campaign file (TOML) names what to run and where results go::
     policies = ["fcfs", "spf"]
     variants = ["base", "classification-idempotent"]
     seeds = [0]                           # the forest's random_state; optional, default [0]
+    copies = 1                            # optional: shaken copies of each trace (input
+    shake_seconds = 60                    # shaking, workload/shake.py); copy 0 is the trace
     predictors = ["requested", "su"]      # optional: --predictor values (default: requested)
     corrections = ["none", "power"]       # optional: --correction values (default: none)
     dispatchers = ["easy", "cph"]         # optional: --dispatcher values (default: easy)
@@ -25,7 +27,12 @@ A campaign file (TOML) names what to run and where results go::
 
 Seeds only apply to variants that train a forest (``classification``,
 ``classification-idempotent``); the others are deterministic and run once. Seed 0 keeps the
-plain folder name, so the runs of ``paper-results`` count as done. Predictors, corrections and
+plain folder name, so the runs of ``paper-results`` count as done. ``copies = N`` replays every
+run on N copies of its trace: copy 0 the trace itself, copy k > 0 the trace shaken with seed k
+(Tsafrir et al.'s input shaking: each submission moved by up to ``shake_seconds``), in folders
+ending ``-copyK``; the closing-the-gap table (:mod:`batsched_ml.report.gap`) pairs the runs of
+one copy. Every combination of the grid that the run configuration accepts runs (one
+``ReplayConfig`` validation decides, none written here). Predictors, corrections and
 dispatchers other than the defaults run with the ``base`` variant (and dispatchers other than
 ``easy`` with ``fcfs``) only; their names extend the folder name (``fcfs-base-su-power-cph``).
 Options go with the predictors and dispatchers that take them, each ``key=value`` after its
@@ -43,6 +50,7 @@ OUTPUT`` reads it. The same file runs on a laptop or, with ``[dask] scheduler``,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -56,12 +64,13 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.errors import UserError
+from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, VARIANTS
 from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
+from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
 SEEDED_VARIANTS = ("classification", "classification-idempotent")
 RESULT_COLUMNS = (
@@ -69,6 +78,8 @@ RESULT_COLUMNS = (
     "policy",
     "variant",
     "seed",
+    "copy",
+    "shake_seconds",
     "predictor",
     "correction",
     "dispatcher",
@@ -109,12 +120,15 @@ class RunSpec:
     dispatcher: str = "easy"
     predictor_options: str = ""  # ``key=value,...`` sorted by key (:func:`options_text`)
     dispatcher_options: str = ""
+    copy: int = 0  # the shaken copy of the trace (0: the trace itself)
+    shake_seconds: int = DEFAULT_SHAKE_SECONDS
 
     def folder(self, output: Path) -> Path:
         """``TRACE/POLICY-VARIANT``, then the predictor, correction and dispatcher when they
         are not the defaults (their names do not overlap), each followed by its options
         (``su-alpha=1.5``, ``cph-window=64``), then ``-seedN`` for seed N > 0. Runs without
-        options keep the folders they had before options existed."""
+        options keep the folders they had before options existed; ``-copyK`` for a shaken
+        copy K > 0 (``-copyKsS`` when it is shaken by S seconds rather than the default)."""
         parts = [self.policy, self.variant]
         for value, default, options in (
             (self.predictor, "requested", self.predictor_options),
@@ -127,7 +141,17 @@ class RunSpec:
                 parts.extend(options.split(","))
         if self.seed:
             parts.append(f"seed{self.seed}")
+        if self.copy:
+            seconds = self.shake_seconds
+            parts.append(
+                f"copy{self.copy}" + (f"s{seconds}" if seconds != DEFAULT_SHAKE_SECONDS else "")
+            )
         return output / self.trace / "-".join(parts)
+
+    @property
+    def shaking(self) -> dict[str, int] | None:
+        """The seed and amount of the shaken copy (``None``: the trace itself)."""
+        return {"seed": self.copy, "seconds": self.shake_seconds} if self.copy else None
 
     def config(self) -> Any:
         import dataclasses
@@ -238,6 +262,11 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
     seeds = _list(table, "seeds", path, default=[0])
     if not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise CampaignError(f"{path}: [campaign] seeds must be non-negative integers")
+    copies = table.get("copies", 1)
+    shake_seconds = table.get("shake_seconds", DEFAULT_SHAKE_SECONDS)
+    for key, value, least in (("copies", copies, 1), ("shake_seconds", shake_seconds, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise CampaignError(f"{path}: [campaign] {key} must be an integer >= {least}")
     predictors = _list(table, "predictors", path, list(PREDICTORS), default=["requested"])
     corrections = _list(table, "corrections", path, list(CORRECTIONS), default=["none"])
     dispatchers = _list(table, "dispatchers", path, list(DISPATCHERS), default=["easy"])
@@ -253,6 +282,8 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
         dispatchers,
         predictor_options,
         dispatcher_options,
+        copies=copies,
+        shake_seconds=shake_seconds,
     )
     # an option table that fits no run is a mistake (a typo, a parameter of another
     # predictor): say so rather than run nothing for it
@@ -290,13 +321,15 @@ def expand(
     dispatchers: list[str] = ["easy"],  # noqa: B006
     predictor_options: list[str] = [""],  # noqa: B006
     dispatcher_options: list[str] = [""],  # noqa: B006
+    *,
+    copies: int = 1,
+    shake_seconds: int = DEFAULT_SHAKE_SECONDS,
 ) -> list[RunSpec]:
-    """Every run of the campaign, once: seeds multiply only the variants that train a forest;
-    predictors and corrections other than the defaults go with the ``base`` variant only, and
-    dispatchers other than ``easy`` with ``base`` and ``fcfs`` only (they order the queue
-    themselves), the combinations ``ReplayConfig`` accepts. Option texts (see
-    :func:`options_text`) go with the predictors and dispatchers whose constructors take
-    them, and with the ``base`` variant only."""
+    """Every run of the campaign, once, for each of the ``copies`` of each trace: seeds
+    multiply only the variants that train a forest; of the product of the rest, the
+    combinations that the run configuration accepts (:func:`valid`: one validation, the
+    replay's own). Option texts (see :func:`options_text`) go with the predictors and
+    dispatchers whose constructors take them."""
     runs: list[RunSpec] = []
     seen: set[RunSpec] = set()
     for trace in traces:
@@ -306,16 +339,6 @@ def expand(
                     for predictor, p_opts, correction, dispatcher, d_opts in itertools.product(
                         predictors, predictor_options, corrections, dispatchers, dispatcher_options
                     ):
-                        methods = (predictor, correction, dispatcher)
-                        changed = methods != ("requested", "none", "easy") or p_opts or d_opts
-                        if variant != "base" and changed:
-                            continue
-                        if dispatcher != "easy" and policy != "fcfs":
-                            continue
-                        if _refusal(predictor, p_opts, predictor_kwargs) or _refusal(
-                            dispatcher, d_opts, planner_kwargs
-                        ):
-                            continue
                         spec = RunSpec(
                             trace,
                             policy,
@@ -327,10 +350,24 @@ def expand(
                             p_opts,
                             d_opts,
                         )
-                        if spec not in seen:
-                            seen.add(spec)
-                            runs.append(spec)
+                        if spec in seen or not valid(spec):
+                            continue
+                        seen.add(spec)
+                        runs.extend(
+                            dataclasses.replace(spec, copy=copy, shake_seconds=shake_seconds)
+                            for copy in range(copies)
+                        )
     return runs
+
+
+def valid(spec: RunSpec) -> bool:
+    """Whether the run configuration accepts ``spec``'s combination (``ReplayConfig``'s
+    validation: the names, the options, what contradicts itself)."""
+    try:
+        spec.config()
+    except ConfigError:
+        return False
+    return True
 
 
 def _refusal(name: str, options: str, check: Callable[[str, dict], dict]) -> str | None:
@@ -383,7 +420,8 @@ def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
     path = Path(trace_dir) / f"{spec.trace}.swf.gz"
-    return RunIdentity("replay", spec.config().as_dict(), workload_record(path))
+    record = workload_record(path, shaking=spec.shaking)
+    return RunIdentity("replay", spec.config().as_dict(), record)
 
 
 def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
@@ -407,6 +445,10 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
         claimed = claim(folder, identity, force=True)  # the campaign owns its run folders
         with claimed.running():
             workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
+            if spec.shaking is not None:
+                from batsched_ml.workload.shake import shake
+
+                workload = shake(workload, **spec.shaking)
             write_replay(run_replay(workload, spec.config()), folder, run_id=claimed.run_id)
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()

@@ -16,6 +16,7 @@ from batsched_ml.campaign import (
     expand,
     load_campaign,
     run_campaign,
+    run_identity,
     run_one,
 )
 from batsched_ml.cli import main
@@ -64,12 +65,24 @@ def test_expansion_keeps_only_the_combinations_a_replay_accepts() -> None:
         "fcfs-base-su-cph",
         "fcfs-base-su-power",
         "fcfs-base-su-power-cph",
+        # classification combines with every predictor, correction and dispatcher
         "fcfs-classification",
+        "fcfs-classification-cph",
+        "fcfs-classification-power",
+        "fcfs-classification-power-cph",
+        "fcfs-classification-su",
+        "fcfs-classification-su-cph",
+        "fcfs-classification-su-power",
+        "fcfs-classification-su-power-cph",
+        # cph orders the queue itself: never with spf
         "spf-base",
         "spf-base-power",
         "spf-base-su",
         "spf-base-su-power",
         "spf-classification",
+        "spf-classification-power",
+        "spf-classification-su",
+        "spf-classification-su-power",
     ]
     for spec in runs:
         spec.config()  # every one is a valid replay
@@ -97,15 +110,23 @@ def test_options_go_with_what_takes_them_and_extend_the_folder_name() -> None:
         "fcfs-base-su-alpha=1.5-cph",
         "fcfs-base-su-alpha=1.5-cph-window=8",
         "fcfs-classification",
+        "fcfs-classification-cph",
+        "fcfs-classification-cph-window=8",
+        "fcfs-classification-su",
+        "fcfs-classification-su-cph",
+        "fcfs-classification-su-cph-window=8",
+        "fcfs-classification-su-alpha=1.5",
+        "fcfs-classification-su-alpha=1.5-cph",
+        "fcfs-classification-su-alpha=1.5-cph-window=8",
     ]
-    config = runs[-2].config()
+    config = runs[8].config()
     assert (config.estimator, config.predictor_params, config.dispatcher) == (
         "su",
         {"alpha": 1.5},
         "cph",
     )
     assert config.dispatcher_params == {"window": 8}
-    assert runs[-3].config().dispatcher_params == {}
+    assert runs[7].config().dispatcher_params == {}
 
 
 def test_option_tables_in_a_campaign_file_are_canonical_and_checked(tmp_path: Path) -> None:
@@ -310,3 +331,33 @@ def test_runs_are_submitted_longest_first(tmp_path: Path) -> None:
         ("small", "base"),
     ]
     assert sorted(ordered, key=runs.index) == runs  # the same runs, only reordered
+
+
+def test_copies_replay_every_run_on_shaken_copies_of_its_trace(tmp_path: Path) -> None:
+    head = "[campaign]\ntraces=['A']\npolicies=['fcfs']\nvariants=['base', 'class-clairvoyant']\n"
+    runs = load_campaign(write(tmp_path / "c.toml", head + "copies = 3\n")).runs
+    assert [(r.variant, r.copy) for r in runs] == [
+        ("base", 0),
+        ("base", 1),
+        ("base", 2),
+        ("class-clairvoyant", 0),
+        ("class-clairvoyant", 1),
+        ("class-clairvoyant", 2),
+    ]
+    assert [r.folder(Path("o")).name for r in runs[:3]] == [
+        "fcfs-base",  # copy 0 is the trace itself: the folder it always had
+        "fcfs-base-copy1",
+        "fcfs-base-copy2",
+    ]
+    assert runs[0].shaking is None and runs[2].shaking == {"seed": 2, "seconds": 60}
+    other = load_campaign(write(tmp_path / "d.toml", head + "copies=2\nshake_seconds=300\n"))
+    assert other.runs[1].folder(Path("o")).name == "fcfs-base-copy1s300"
+    trace = tmp_path / "A.swf.gz"
+    trace.write_bytes(b"")
+    identities = [run_identity(r, tmp_path) for r in runs[:3]]
+    assert "shaking" not in identities[0].workload
+    assert identities[2].workload["shaking"] == {"seed": 2, "seconds": 60}
+    assert len({i.run_id for i in identities}) == 3
+    for text in ("copies = 0\n", "copies = 1.5\n", "shake_seconds = -1\n"):
+        with pytest.raises(CampaignError, match=r"copies|shake_seconds"):
+            load_campaign(write(tmp_path / "e.toml", head + text))
