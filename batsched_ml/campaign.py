@@ -595,5 +595,10 @@ def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFr
 
 
 def write_results(table: pd.DataFrame, output: Path) -> None:
+    """``results.csv`` and ``results.parquet``, and ``gap.md`` when the runs hold the yardsticks
+    of the closing-the-gap table (:func:`batsched_ml.report.gap.write_gap`)."""
+    from batsched_ml.report.gap import write_gap
+
     table.to_csv(output / "results.csv", index=False)
     table.to_parquet(output / "results.parquet", index=False)
+    write_gap([{str(k): v for k, v in row.items()} for row in table.to_dict("records")], output)

@@ -116,3 +116,36 @@ def test_replay_of_a_shaken_copy_is_its_own_run_and_repeats_byte_for_byte(
     run_plain = json.loads((plain / "run.json").read_text())
     assert run_a["workload"]["shaking"] == {"seed": 5, "seconds": 60}
     assert run_a["run_id"] != run_plain["run_id"]  # a folder never passes one for the other
+
+
+def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_change(
+    tmp_path,
+) -> None:
+    from batsched_ml.report.gap import method_label, write_gap
+
+    def row(variant, copy, value, **more):
+        return {"trace": "T", "policy": "spf", "variant": variant, "copy": copy, "seed": 0,
+                "predictor": "requested", "correction": "none", "dispatcher": "easy",
+                "predictor_options": "", "dispatcher_options": "", "status": "done",
+                "cumulative_bsld": value, **more}  # fmt: skip
+
+    records = [
+        row("base", 0, 100.0),
+        row("base", 1, 200.0),
+        row("class-clairvoyant", 0, 40.0),
+        row("class-clairvoyant", 1, 100.0),
+        row("classification-idempotent", 0, 70.0),
+        row("classification-idempotent", 1, 120.0),
+        row("classification-idempotent", 0, 55.0, predictor="easy++"),
+        row("classification-idempotent", 1, 110.0, predictor="easy++"),
+        row("classification-idempotent", 2, 1.0, status="failed"),  # never counted
+    ]
+    assert method_label(records[6]) == "classification-idempotent + easy++"
+    assert method_label({**records[4], "seed": 3}) == "classification-idempotent + seed 3"
+    path = write_gap(records, tmp_path)
+    assert path is not None
+    text = path.read_text()
+    # shares: 0.5 and 0.8 -> 65 ± 191; with easy++: 0.75 and 0.9 -> 82 ± 95
+    assert "| T | spf | classification-idempotent | 35 ± 64 | 65 ± 191 | 2 |" in text
+    assert "| T | spf | classification-idempotent + easy++ | 45 ± 0 | 82 ± 95 | 2 |" in text
+    assert write_gap(records[:2] + records[4:6], tmp_path / "none") is None  # no ceiling

@@ -22,6 +22,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 BASE, CEILING = "base", "class-clairvoyant"
 
@@ -151,3 +152,66 @@ def gap_table(rows: Sequence[GapRow]) -> str:
             f"{row.copies} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def method_label(run: Mapping[str, object]) -> str:
+    """A campaign row's method: its variant, then what it changes from the defaults (the
+    predictor, correction, dispatcher and their options, the forest's seed), so that
+    ``classification-idempotent + easy++`` is a method of its own. The plain ``base`` and
+    ``class-clairvoyant`` rows are the yardsticks."""
+    parts = [str(run["variant"])]
+    for key, default in (
+        ("predictor", "requested"),
+        ("correction", "none"),
+        ("dispatcher", "easy"),
+    ):
+        value = run.get(key, default)
+        if isinstance(value, str) and value and value != default:
+            parts.append(value)
+    for key in ("predictor_options", "dispatcher_options"):
+        value = run.get(key)
+        if isinstance(value, str) and value:
+            parts.append(f"[{value}]")
+    seed = run.get("seed", 0)
+    if isinstance(seed, int | float) and seed and not math.isnan(seed):
+        parts.append(f"seed {int(seed)}")
+    return " + ".join(parts)
+
+
+def rows_from_results(records: Iterable[Mapping[str, object]]) -> list[GapRow]:
+    """The gap rows of a campaign's results table (its records), the finished runs only."""
+    runs = []
+    for record in records:
+        if record.get("status") not in ("done", "existing"):
+            continue
+        copy = record.get("copy", 0)
+        runs.append(
+            {
+                "trace": record["trace"],
+                "policy": record["policy"],
+                "variant": method_label(record),
+                "copy": 0
+                if copy is None or (isinstance(copy, float) and math.isnan(copy))
+                else copy,
+                "cumulative_bsld": record["cumulative_bsld"],
+            }
+        )
+    return gap_rows(runs)
+
+
+def write_gap(records: Iterable[Mapping[str, object]], output: Path) -> Path | None:
+    """``OUTPUT/gap.md``: the closing-the-gap table of a campaign whose runs include a base and
+    the class-clairvoyant ceiling; ``None`` (and no file) otherwise."""
+    rows = rows_from_results(records)
+    if not any(row.method == CEILING for row in rows):
+        return None
+    path = output / "gap.md"
+    text = (
+        "# Closing the gap\n\n"
+        "Gain of each method over the same policy's base (reduction of the cumulative bounded "
+        "slowdown) and its share of the class-clairvoyant ceiling's gain, in %: the mean over "
+        "the shaken copies of each trace ± the half width of the 95 % Student-t interval "
+        "(`batsched_ml/report/gap.py`).\n\n" + gap_table(rows)
+    )
+    path.write_text(text)
+    return path
