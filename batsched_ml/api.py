@@ -71,8 +71,6 @@ def replay(workload: str | Path | dict[str, Any], config: Any = None, /, **setti
     from batsched_ml.replaying import ReplayConfig, run_replay
     from batsched_ml.workload.io import load_workload
 
-    if "predictor" in settings:
-        settings["estimator"] = settings.pop("predictor")
     if config is None:
         config = ReplayConfig(**settings)
     elif settings:

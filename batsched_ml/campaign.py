@@ -161,7 +161,7 @@ class RunSpec:
         config = ReplayConfig(
             policy=self.policy,
             variant=self.variant,
-            estimator=self.predictor,
+            predictor=self.predictor,
             correction=self.correction,
             dispatcher=self.dispatcher,
             predictor_params=_parse_options(self.predictor_options),

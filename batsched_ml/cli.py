@@ -132,8 +132,6 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--predictor",
-        "--estimator",
-        dest="estimator",
         default="requested",
         choices=Choices(list(PREDICTORS), "predictor"),
         help="runtime prediction the scheduler plans with: requested (the user's "
@@ -262,7 +260,7 @@ def _config(args: argparse.Namespace):
     return ReplayConfig(
         policy=args.policy,
         variant=args.variant,
-        estimator=args.estimator,
+        predictor=args.predictor,
         correction=args.correction,
         dispatcher=args.dispatcher,
         predictor_params=_key_values(args.predictor_option, "--predictor-option"),

@@ -31,6 +31,7 @@ from batsched_ml.outputs import (
     write_json,
     write_predictions,
 )
+from batsched_ml.registry import run_title
 from batsched_ml.runfolder import COMPLETE, RUNNING, RunIdentity, claim, read_run, workload_record
 from batsched_ml.workload.io import load_workload
 
@@ -232,27 +233,6 @@ def _predictions(table: pd.DataFrame, scheduler_dir: Path, name: str, out: Path)
         json.loads(timing_path.read_text()).get("predict_seconds") if timing_path.exists() else None
     )
     return write_predictions(predictions, name, table, out, seconds=seconds)
-
-
-def run_title(config: dict[str, Any]) -> str:
-    """``fcfs (base)``, then the predictor, correction and dispatcher a run used when they are
-    not the defaults, so two runs of one trace never share a title:
-    ``fcfs (base; predictor easy++, correction power, dispatcher prb)``."""
-    title = f"{config.get('policy')} ({config.get('variant')}"
-    methods = [
-        f"{label} {config[key]}{_options(config.get(params or ''))}"
-        for key, label, default, params in (
-            ("estimator", "predictor", "requested", "predictor_params"),
-            ("correction", "correction", "none", None),
-            ("dispatcher", "dispatcher", "easy", "dispatcher_params"),
-        )
-        if config.get(key, default) != default or config.get(params or "")
-    ]
-    return title + ("; " + ", ".join(methods) if methods else "") + ")"
-
-
-def _options(params: dict[str, Any] | None) -> str:
-    return f" [{', '.join(f'{k}={v}' for k, v in params.items())}]" if params else ""
 
 
 def summary_table(summary: dict[str, Any]) -> str:

@@ -146,7 +146,7 @@ def write_replay(
         timing = {"run_id": run_id, **timing}
     from batsched_ml.replaying import MeasuredPredictor
 
-    predictor = getattr(scheduler, "estimator", None)
+    predictor = getattr(scheduler, "predictor", None)
     if isinstance(predictor, MeasuredPredictor):
         planner = getattr(scheduler, "planner", None)
         if planner is not None:

@@ -3,12 +3,15 @@ line, the run configuration, campaigns and the pages read.
 
 Light on purpose (no numpy, pandas or scikit-learn): the command line builds its options and its
 ``--help`` from here before any heavy module is imported. The modules that implement the methods
-(:mod:`batsched_ml.scheduler.policies`, :mod:`~batsched_ml.scheduler.estimators`,
+(:mod:`batsched_ml.scheduler.policies`, :mod:`~batsched_ml.scheduler.predictors`,
 :mod:`~batsched_ml.scheduler.correction`, :mod:`batsched_ml.replaying`) take their names from
 here and check at import that they implement exactly these.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 #: ``--policy``: the queue orders of Zrigui et al. (JPDC 2022), with what each sorts by.
 POLICIES: dict[str, str] = {
@@ -29,7 +32,7 @@ CLASSIFIED_VARIANTS: tuple[str, ...] = (
 #: runtimes (ordering and backfilling); the classified ones above.
 VARIANTS: tuple[str, ...] = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
 
-#: ``--predictor``: the runtime predictors (:mod:`batsched_ml.scheduler.estimators`).
+#: ``--predictor``: the runtime predictors (:mod:`batsched_ml.scheduler.predictors`).
 PREDICTORS: tuple[str, ...] = (
     "requested",
     "actual",
@@ -58,3 +61,28 @@ DISPATCHER_ORDERS: dict[str, str] = {
 
 #: EASY's starvation threshold: a job waiting this long is served in submission order.
 STARVATION_THRESHOLD_HOURS = 72.0
+
+
+def run_title(config: Mapping[str, Any]) -> str:
+    """``fcfs (base)``, then the predictor, correction and dispatcher a run used when they are
+    not the defaults, so two runs of one trace never share a title:
+    ``fcfs (base; predictor easy++, correction power, dispatcher prb)``. The one title of a run:
+    the command line, ``collect``'s report and the pages print it
+    (:meth:`batsched_ml.replaying.ReplayConfig.title`)."""
+    if "estimator" in config:  # runs before the predictor had its name in the configuration
+        config = {("predictor" if k == "estimator" else k): v for k, v in config.items()}
+    title = f"{config.get('policy')} ({config.get('variant')}"
+    methods = [
+        f"{label} {config[key]}{_options(config.get(params or ''))}"
+        for key, label, default, params in (
+            ("predictor", "predictor", "requested", "predictor_params"),
+            ("correction", "correction", "none", None),
+            ("dispatcher", "dispatcher", "easy", "dispatcher_params"),
+        )
+        if config.get(key, default) != default or config.get(params or "")
+    ]
+    return title + ("; " + ", ".join(methods) if methods else "") + ")"
+
+
+def _options(params: Mapping[str, Any] | None) -> str:
+    return f" [{', '.join(f'{k}={v}' for k, v in params.items())}]" if params else ""

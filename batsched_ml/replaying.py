@@ -34,13 +34,20 @@ from batsched_ml.scheduler.predictors import (
 from batsched_ml.sim.simulator import BatsimSimulator
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReplayConfig:
-    """What a replay runs: plain values, so a config can be written next to the results."""
+    """The one run specification: what a replay (or ``serve``) schedules with, as plain values,
+    so that it is written next to the results (``as_dict``: ``run.json``, ``summary.json``) and
+    names the run (:meth:`title`).
+
+    Frozen and checked once, when made (:meth:`validate`): the command line, the Python API,
+    campaigns (every combination of their grid is accepted or refused here) and ``serve`` build
+    it, and nothing changes it afterwards (``dataclasses.replace`` makes a new, checked one).
+    """
 
     policy: str = "fcfs"
     variant: str = "base"
-    estimator: str = "requested"  # the runtime predictor (``--predictor``)
+    predictor: str = "requested"  # the runtime predictor (``--predictor``)
     correction: str = "none"
     dispatcher: str = "easy"
     predictor_params: dict[str, Any] = field(default_factory=dict)  # ``--predictor-option``
@@ -51,6 +58,9 @@ class ReplayConfig:
     forest: ForestParams = field(default_factory=ForestParams)
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
         """Check the names (plug-ins resolved: :mod:`batsched_ml.plugins`) and the combination.
 
         Every predictor x correction x dispatcher x variant runs (see
@@ -63,30 +73,36 @@ class ReplayConfig:
                 f"unknown variant {self.variant!r} (choose from {', '.join(registry.VARIANTS)})"
             )
         if self.variant == "runtime-clairvoyant" and (
-            self.estimator != "requested" or self.predictor_params
+            self.predictor != "requested" or self.predictor_params
         ):
-            option = "--predictor-option" if self.estimator == "requested" else "--predictor"
+            option = "--predictor-option" if self.predictor == "requested" else "--predictor"
             raise ConfigError(
                 f"{option} does not go with the runtime-clairvoyant variant, whose predictor is "
                 "the actual runtime (--predictor actual with another variant)"
             )
         if self.predictor_params:
-            self.predictor_params = predictor_kwargs(self.estimator, self.predictor_params)
+            typed = predictor_kwargs(self.predictor, self.predictor_params)
+            object.__setattr__(self, "predictor_params", typed)  # frozen: typed once, here
         else:
-            predictor_class(self.estimator)  # a clear error for an unknown name or plug-in
+            predictor_class(self.predictor)  # a clear error for an unknown name or plug-in
         get_policy(self.policy)  # a clear error for an unknown name or a bad plug-in
         get_correction(self.correction)
         if self.dispatcher not in registry.DISPATCHERS:
             known = ", ".join(registry.DISPATCHERS)
             raise ConfigError(f"unknown dispatcher {self.dispatcher!r} (choose from {known})")
         if self.dispatcher_params:
-            self.dispatcher_params = planner_kwargs(self.dispatcher, self.dispatcher_params)
+            typed = planner_kwargs(self.dispatcher, self.dispatcher_params)
+            object.__setattr__(self, "dispatcher_params", typed)
         if self.dispatcher != "easy" and self.policy != "fcfs":
             raise ConfigError(
                 f"the {self.dispatcher} dispatcher orders the queue itself "
                 f"({registry.DISPATCHER_ORDERS[self.dispatcher]}); --policy {self.policy} goes "
                 "with the easy dispatcher"
             )
+
+    def title(self) -> str:
+        """``fcfs (base; predictor easy++, ...)``: :func:`batsched_ml.registry.run_title`."""
+        return registry.run_title(self.as_dict())
 
     @property
     def classified(self) -> bool:
@@ -96,7 +112,7 @@ class ReplayConfig:
         out: dict[str, Any] = {
             "policy": self.policy,
             "variant": self.variant,
-            "estimator": self.estimator,
+            "predictor": self.predictor,
             "starvation_threshold": self.starvation_threshold,
             "backfilling": self.backfilling,
         }
@@ -166,9 +182,9 @@ def make_scheduler(
     if config.variant == "runtime-clairvoyant":
         predictor: Any = make_predictor("actual")
     else:
-        predictor = make_predictor(config.estimator, config.predictor_params, calendar)
-    if not config.classified or config.estimator != "requested":
-        name = None if config.estimator in PREDICTORS else config.estimator  # a plug-in's
+        predictor = make_predictor(config.predictor, config.predictor_params, calendar)
+    if not config.classified or config.predictor != "requested":
+        name = None if config.predictor in PREDICTORS else config.predictor  # a plug-in's
         predictor = MeasuredPredictor(predictor, name)
     dispatcher = make_dispatcher(
         config.dispatcher,

@@ -163,7 +163,7 @@ class ServedRun:
             # classification.csv, weekly_quality.csv, feature_importance.csv, as a replay has
             status["classification"] = write_classification(self.scheduler, out)
             timing.update(training_seconds(self.scheduler))
-        predictor = getattr(self.scheduler, "estimator", None)
+        predictor = getattr(self.scheduler, "predictor", None)
         if isinstance(predictor, MeasuredPredictor):
             # the actual runtimes are Batsim's: `collect` joins these with its job table
             status["predictor"] = predictor.name

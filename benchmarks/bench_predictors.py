@@ -25,11 +25,11 @@ from batsched_ml.workload.io import load_workload
 
 def measure(workload: dict, predictor: str) -> None:
     started = time.perf_counter()
-    result = run_replay(workload, ReplayConfig(estimator=predictor))
+    result = run_replay(workload, ReplayConfig(predictor=predictor))
     elapsed = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as out:
         quality = write_replay(result, out)["prediction"]
-    measured = result.scheduler.estimator
+    measured = result.scheduler.predictor
     per_job = 1e6 * measured.seconds / max(1, len(measured.predictions))
     print(
         f"{predictor:<10} replay {elapsed:7.1f} s  {per_job:9.1f} µs per job  "

@@ -20,7 +20,10 @@ Revisions before b4222fe (issue 18) also wrote a wall time into ``summary.json``
 ``classification.train_seconds`` of the classified variants, which differs from one run of the
 same code to the next. Where present, its value is masked (``"train_seconds": "<wall time>"``,
 text substitution, every other byte kept) before ``summary.json`` is digested and compared, so
-that runs of such revisions can be compared too.
+that runs of such revisions can be compared too. Revisions before the run configuration was
+frozen (issue 18) named the predictor ``estimator`` in ``summary.json``'s ``config``: that key
+is read as ``predictor``; and since the run id is a digest of the configuration's text, it is
+masked too (it names a run, it is not a result).
 
 To check only one's own change while others commit, run the set from two exported trees
 (``git archive``), e.g. ``PYTHONPATH=/tmp/tree python /tmp/tree/benchmarks/golden_check.py
@@ -105,13 +108,18 @@ def write_head(path: Path, jobs: int) -> None:
 
 
 WALL_TIME = re.compile(rb'("train_seconds": )[-+0-9.eE]+')
+RUN_ID = re.compile(rb'^(  "run_id": )"[0-9a-f]+"', re.MULTILINE)
+OLD_KEY = re.compile(rb'^(    )"estimator": ', re.MULTILINE)
 
 
 def content(path: Path) -> bytes:
-    """The file's bytes, with the wall time of ``summary.json`` masked."""
+    """The file's bytes, with the wall time of ``summary.json`` masked, and the configuration's
+    name of the predictor and the run id it shapes made the same for all revisions."""
     data = path.read_bytes()
     if path.name == "summary.json":
         data = WALL_TIME.sub(rb'\1"<wall time>"', data)
+        data = OLD_KEY.sub(rb'\1"predictor": ', data)
+        data = RUN_ID.sub(rb'\1"<run id>"', data)
     return data
 
 

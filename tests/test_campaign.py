@@ -120,7 +120,7 @@ def test_options_go_with_what_takes_them_and_extend_the_folder_name() -> None:
         "fcfs-classification-su-alpha=1.5-cph-window=8",
     ]
     config = runs[8].config()
-    assert (config.estimator, config.predictor_params, config.dispatcher) == (
+    assert (config.predictor, config.predictor_params, config.dispatcher) == (
         "su",
         {"alpha": 1.5},
         "cph",

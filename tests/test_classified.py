@@ -170,12 +170,12 @@ def test_small_queue_goes_first_even_in_fcfs() -> None:
     assert [r[0] for r in rows(base)] == ["1", "2", "3"]
 
 
-def test_variant_and_estimator_combinations_are_checked() -> None:
+def test_variant_and_predictor_combinations_are_checked() -> None:
     with pytest.raises(ValueError, match="unknown variant"):
         ReplayConfig(variant="magic")
-    ReplayConfig(variant="classification", estimator="actual")  # a predictor with classes
+    ReplayConfig(variant="classification", predictor="actual")  # a predictor with classes
     with pytest.raises(ValueError, match="does not go with the runtime-clairvoyant variant"):
-        ReplayConfig(variant="runtime-clairvoyant", estimator="easy++")
+        ReplayConfig(variant="runtime-clairvoyant", predictor="easy++")
 
 
 def test_runtime_clairvoyant_plans_with_actual_runtimes() -> None:

@@ -197,7 +197,7 @@ PLAIN_RUNS = [
     (  # a base run does not use the trainer; the scheduler still stops it at the end
         {"VARIANT": "base", "PREDICTOR": "easy++", "CORRECTION": "power", "DISPATCHER": "prb"},
         1500,
-        ReplayConfig(variant="base", estimator="easy++", correction="power", dispatcher="prb"),
+        ReplayConfig(variant="base", predictor="easy++", correction="power", dispatcher="prb"),
         "fcfs (base; predictor easy++, correction power, dispatcher prb)",
     ),
 ]
@@ -281,7 +281,7 @@ def test_the_compose_services_run_as_plain_processes_on_loopback(
     assert summary["jobs"] == len(workload["jobs"]) > jobs - 100
     assert summary.get("trainer_events") == ([] if config.classified else None)
     if not config.classified:  # the predictor's quality, from Batsim's runtimes
-        assert summary["prediction"]["predictor"] == config.estimator
+        assert summary["prediction"]["predictor"] == config.predictor
         assert (out / "predictions.csv").read_bytes() == (
             tmp_path / "replay" / "predictions.csv"
         ).read_bytes()

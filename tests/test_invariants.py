@@ -97,7 +97,7 @@ def test_invariants_of_the_related_work_on_a_kth_slice(
     kth_workload, dispatcher: str, predictor: str, correction: str, tmp_path: Path
 ) -> None:
     workload = workload_head(kth_workload, 1000)
-    config = ReplayConfig(dispatcher=dispatcher, estimator=predictor, correction=correction)
+    config = ReplayConfig(dispatcher=dispatcher, predictor=predictor, correction=correction)
     checked = check_schedule(replay_twice(workload, config, tmp_path), workload)
     assert checked == {"jobs": 1000, "rows": 1000, "kills": 0}
 

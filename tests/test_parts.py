@@ -344,7 +344,7 @@ def test_classification_runs_with_a_predictor_a_correction_and_any_dispatcher(
     workload = workload_head(kth_workload, 400)
     config = ReplayConfig(
         variant="classification-idempotent",
-        estimator="easy++",
+        predictor="easy++",
         correction="power",
         dispatcher=dispatcher,
         forest=ForestParams(n_estimators=4, n_jobs=1),

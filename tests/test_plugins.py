@@ -50,7 +50,7 @@ def test_a_replay_config_runs_a_plugin_predictor_and_order() -> None:
     """4 machines, 3 busy until (predicted) 50 s of a 100 s request: the plug-ins order the
     queue widest first and predict half the request, so the 1-machine job of 80 s requested
     (40 predicted) backfills before the wide head's reservation at 50."""
-    config = ReplayConfig(estimator=HALF, policy=WIDEST, predictor_params={"factor": "0.5"})
+    config = ReplayConfig(predictor=HALF, policy=WIDEST, predictor_params={"factor": "0.5"})
     assert config.predictor_params == {"factor": 0.5}
     scheduler = make_scheduler(config, audit=True)
     assert isinstance(scheduler.predictor, MeasuredPredictor)
@@ -84,7 +84,7 @@ def test_a_replay_config_runs_a_plugin_predictor_and_order() -> None:
     ],
 )
 def test_a_bad_plugin_name_is_a_config_error_naming_what_failed(kind, name, message) -> None:
-    config = {"estimator": name} if kind == "predictor" else {"policy": name}
+    config = {"predictor": name} if kind == "predictor" else {"policy": name}
     with pytest.raises(ConfigError, match=message):
         ReplayConfig(**config)
 
@@ -113,7 +113,7 @@ def test_plugins_load_by_entry_point_name(monkeypatch) -> None:
     fake_entry_points(monkeypatch)
     assert isinstance(make_predictor("half", {"factor": 0.75}), HalfRequested)
     assert isinstance(get_policy("widest"), WidestFirst)
-    config = ReplayConfig(estimator="half", policy="widest")
+    config = ReplayConfig(predictor="half", policy="widest")
     scheduler = make_scheduler(config)
     assert scheduler.predictor.name == "half" and isinstance(scheduler.policy, WidestFirst)
     with pytest.raises(ConfigError, match=r"entry point 'tests\.nowhere:Thing' of group"):
@@ -124,9 +124,9 @@ def test_the_command_line_takes_plugin_names_and_refuses_unknown_ones(monkeypatc
     fake_entry_points(monkeypatch)
     parser = build_parser()
     args = parser.parse_args(["replay", "-o", "x", "--policy", WIDEST, "--predictor", HALF])
-    assert (args.policy, args.estimator) == (WIDEST, HALF)
+    assert (args.policy, args.predictor) == (WIDEST, HALF)
     args = parser.parse_args(["replay", "-o", "x", "--policy", "widest", "--predictor", "half"])
-    assert (args.policy, args.estimator) == ("widest", "half")
+    assert (args.policy, args.predictor) == ("widest", "half")
     with pytest.raises(UsageError):
         parser.parse_args(["replay", "-o", "x", "--policy", "nope"])
     assert (

@@ -84,7 +84,7 @@ def test_power_correction_adds_15_times_2_to_the_i_minus_2_minutes() -> None:
 def reservations_with(correction: str) -> tuple[list, EasyScheduler]:
     """4 machines; A takes all four (predicted 10 min, requested 100,000 s); B arrives at
     t=650, after A's prediction: where does B's reservation go?"""
-    config = ReplayConfig(estimator="fixed", correction=correction)
+    config = ReplayConfig(predictor="fixed", correction=correction)
     scheduler = make_scheduler(config, audit=True)
     scheduler.handle(Message(0.0, [begins(4), submitted(0.0, "A", 4, 100_000.0)]))
     scheduler.handle(Message(650.0, [submitted(650.0, "B", 1, 100_000.0)]))
@@ -141,7 +141,7 @@ def test_dispatchers_order_by_prediction_without_backfilling() -> None:
     ("config", "message"),
     [
         (
-            {"variant": "runtime-clairvoyant", "estimator": "easy++"},
+            {"variant": "runtime-clairvoyant", "predictor": "easy++"},
             "--predictor does not go with the runtime-clairvoyant variant",
         ),
         (
@@ -154,7 +154,7 @@ def test_dispatchers_order_by_prediction_without_backfilling() -> None:
             "the prb dispatcher orders the queue itself",
         ),
         ({"dispatcher": "fifo"}, "unknown dispatcher 'fifo'"),
-        ({"estimator": "oracle"}, "unknown predictor 'oracle'"),
+        ({"predictor": "oracle"}, "unknown predictor 'oracle'"),
         ({"policy": "lifo"}, "unknown policy 'lifo'"),
     ],
 )
@@ -233,7 +233,7 @@ def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path
     from tests.conftest import workload_head
 
     workload = workload_head(kth_workload, 800)
-    summary = write_replay(run_replay(workload, ReplayConfig(estimator="easy++")), tmp_path / "pp")
+    summary = write_replay(run_replay(workload, ReplayConfig(predictor="easy++")), tmp_path / "pp")
     table = pd.read_csv(tmp_path / "pp" / "predictions.csv")
     assert len(table) == 800 and summary["prediction"]["jobs"] == 800
     expected = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
@@ -248,7 +248,7 @@ def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path
     row = table[table["job_id"] == f"w0!{first['id']}"].iloc[0]
     assert row["predicted"] == first["walltime"]
     clairvoyant = write_replay(
-        run_replay(workload, ReplayConfig(estimator="actual")), tmp_path / "cl"
+        run_replay(workload, ReplayConfig(predictor="actual")), tmp_path / "cl"
     )
     assert clairvoyant["prediction"]["APA"] == 1.0 and clairvoyant["prediction"]["UR"] == 0.0
 
@@ -399,15 +399,15 @@ def test_su_neighbours_are_near_in_the_hour_of_submission_local_to_the_trace() -
 
 
 def test_predictor_options_are_checked_and_typed() -> None:
-    config = ReplayConfig(estimator="su", predictor_params={"alpha": "1.5", "regressor": "rf"})
+    config = ReplayConfig(predictor="su", predictor_params={"alpha": "1.5", "regressor": "rf"})
     assert config.predictor_params == {"alpha": 1.5, "regressor": "rf"}
     assert config.as_dict()["predictor_params"] == {"alpha": 1.5, "regressor": "rf"}
     scheduler = make_scheduler(config)
-    assert scheduler.estimator.inner.alpha == 1.5
+    assert scheduler.predictor.inner.alpha == 1.5
     with pytest.raises(ValueError, match="predictor su has no parameter 'beta'"):
-        ReplayConfig(estimator="su", predictor_params={"beta": "1"})
+        ReplayConfig(predictor="su", predictor_params={"beta": "1"})
     with pytest.raises(ValueError, match="unknown SU regressor 'tree'"):
-        make_scheduler(ReplayConfig(estimator="su", predictor_params={"regressor": "tree"}))
+        make_scheduler(ReplayConfig(predictor="su", predictor_params={"regressor": "tree"}))
 
 
 # --- CPH (seed 001, section 4) --------------------------------------------------------------

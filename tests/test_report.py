@@ -151,11 +151,11 @@ def test_a_run_s_title_names_the_methods_it_used() -> None:
     assert title(policy="saf", variant="classification-idempotent") == (
         "saf (classification-idempotent)"
     )
-    assert title(estimator="easy++", correction="power", dispatcher="prb") == (
+    assert title(predictor="easy++", correction="power", dispatcher="prb") == (
         "fcfs (base; predictor easy++, correction power, dispatcher prb)"
     )
     assert title(
-        estimator="su",
+        predictor="su",
         predictor_params={"alpha": "1.5"},
         dispatcher="cph",
         dispatcher_params={"window": "8"},

@@ -291,11 +291,6 @@ class BatchScheduler:
     # --- what the writers and tests read -------------------------------------------------
 
     @property
-    def estimator(self) -> Predictor:
-        """The predictor (its older name, read by the output writers)."""
-        return self.predictor
-
-    @property
     def planner(self) -> ConstraintPlanner | None:
         """CPH's planner when the dispatcher has one (its solver counters), else ``None``."""
         return getattr(self.dispatcher, "planner", None)
@@ -586,12 +581,12 @@ class BatchScheduler:
 class EasyScheduler(BatchScheduler):
     """A convenience constructor with the flags of old: EASY (``backfilling=False``: list
     scheduling), PRB's allocation (``greedy``) or CPH (``planner``) over ``policy``, with
-    ``estimator`` as the predictor. Anything else is :class:`BatchScheduler`'s."""
+    ``predictor`` (default: the requested time). Anything else is :class:`BatchScheduler`'s."""
 
     def __init__(
         self,
         policy: Any = "fcfs",
-        estimator: Predictor | None = None,
+        predictor: Predictor | None = None,
         *,
         starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
         backfilling: bool = True,
@@ -601,7 +596,7 @@ class EasyScheduler(BatchScheduler):
         planner: ConstraintPlanner | None = None,
         components: Iterable[Component] = (),
     ) -> None:
-        predictor = estimator if estimator is not None else RequestedTime()
+        predictor = predictor if predictor is not None else RequestedTime()
         easy = Easy(
             backfilling=backfilling,
             shortest_first=getattr(predictor, "backfill_shortest_first", False),
