@@ -2,8 +2,9 @@
 
 Three kinds of checks:
 
-* the kernel's fast ``solve`` (sleeps of 2**14 s or more skipped on a transfer's 1e-12 s step,
-  the lowest sleep tracked) gives exactly what a plain, line-by-line transcription of SimGrid's
+* the kernel's fast ``run`` and ``solve`` (a put's or a get's wait registered with it, sleeps
+  of 2**14 s or more skipped on a transfer's 1e-12 s step, the sleeps kept sorted by remaining
+  duration) give exactly what a plain, line-by-line transcription of SimGrid's ``run`` and
   ``solve`` gives, on random workloads built to drift (bursts of equal submission times, long
   overlapping sleeps, times large enough for the clock's ulp to exceed 1e-9);
 * the emulated arithmetic's own invariants on such workloads, while hunting for splits (a
@@ -14,13 +15,22 @@ Three kinds of checks:
 from __future__ import annotations
 
 import random
+from collections import deque
 from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from batsched_ml.protocol.events import JobCompleted, JobSubmitted, Message
+from batsched_ml.protocol.events import (
+    CallMeLater,
+    ExecuteJob,
+    JobCompleted,
+    JobSubmitted,
+    KillJob,
+    Message,
+    RequestedCall,
+)
 from batsched_ml.sim import simgrid, simulator
 from batsched_ml.sim.loop import SerialFcfs
 from batsched_ml.sim.simgrid import COMM_RATE, TIMING_PRECISION, WORK_PRECISION, Comm, Kernel
@@ -28,7 +38,71 @@ from batsched_ml.sim.simulator import BatsimSimulator, json_time
 
 
 class NaiveKernel(Kernel):
-    """``EngineImpl::solve`` written out plainly: every action, every step, creation order."""
+    """``EngineImpl::run`` and ``EngineImpl::solve`` written out plainly: a put or a get is
+    ``start()`` then, next sub-round, a ``wait()`` simcall of its own; every action updated at
+    every step, in creation order; the lowest sleep searched for afresh."""
+
+    def run(self):  # type: ignore[override]
+        waits: dict[int, Comm] = {}  # the actors whose next simcall is the wait
+        while True:
+            while self.to_run:
+                ran = self.to_run
+                self.to_run = []
+                calls: list[tuple[simgrid.Actor, Any]] = []
+                for actor in ran:
+                    if id(actor) in waits:
+                        calls.append((actor, ("wait", waits.pop(id(actor)))))
+                        continue
+                    try:
+                        call = actor.gen.send(actor.answer)
+                        while call[0] == simgrid.EXCHANGE:
+                            reply = yield call[1]
+                            call = actor.gen.send(reply)
+                    except StopIteration:
+                        actor.dead = True
+                        continue
+                    calls.append((actor, call))
+                for actor, call in calls:
+                    kind = call[0]
+                    if kind == "wait":
+                        if call[1].done:
+                            actor.answer = call[1].payload
+                            self.to_run.append(actor)
+                        else:
+                            call[1].waiting.append(actor)
+                    elif kind in (simgrid.PUT, simgrid.GET):
+                        is_send = kind == simgrid.PUT
+                        box = self.mailboxes.setdefault(call[1], deque())
+                        peer = next((c for c in box if c.is_send != is_send), None)
+                        if peer is None:
+                            comm = Comm(is_send, call[2] if is_send else None)
+                            box.append(comm)
+                        else:
+                            box.remove(peer)
+                            comm = peer
+                            if is_send:
+                                comm.payload = call[2]
+                            self._start(comm)
+                        waits[id(actor)] = comm
+                        self.to_run.append(actor)
+                    elif kind == simgrid.SLEEP:
+                        self._sleep(actor, call[1])
+                    elif kind == simgrid.CREATE:
+                        actor.answer = self.spawn(call[1], call[2])
+                        self.to_run.append(actor)
+                    else:
+                        assert kind == simgrid.KILL
+                        victim = call[1]
+                        if not victim.dead:
+                            victim.dead = True
+                            if victim.sleep is not None:
+                                self._cancel(victim.sleep)
+                                victim.sleep = None
+                            victim.gen.close()
+                        actor.answer = None
+                        self.to_run.append(actor)
+            if not self.solve():
+                return
 
     def solve(self) -> bool:
         sleeps = sorted([*self._short.values(), *self._long.values()], key=lambda s: s.key)
@@ -60,7 +134,8 @@ class NaiveKernel(Kernel):
                 self._long.pop(action.key, None)
             else:
                 action.m = m
-        self._low = self._lowest()
+        remaining = [*self._short.values(), *self._long.values()]
+        self._order = sorted(remaining, key=lambda s: s.m)  # the lowest first, for _sleep
         for action in ended:
             if isinstance(action, Comm):
                 action.done = True
@@ -121,6 +196,67 @@ def test_fast_solve_is_simgrids_plain_solve(seed: int, jobs: int) -> None:
     assert fast[0] == plain[0]  # every message, event by event
     assert fast[1] == plain[1]  # jobs.csv
     assert fast[2] == plain[2]  # SimGrid's clock at every message, bit for bit
+
+
+class KillingFcfs(SerialFcfs):
+    """SerialFcfs that also asks for calls and kills, and answers some messages late: every
+    simcall (kills of sleeping actors, waiters, the REQ-REP actor's sleeps) and the sleeps'
+    cancellation take part."""
+
+    def __init__(self, nb_machines: int, rng: random.Random) -> None:
+        super().__init__(nb_machines)
+        self.rng = rng
+        self.watched: list[str] = []
+        self.done: set[str] = set()
+
+    def __call__(self, message: Message) -> Message:
+        reply = super().__call__(message)
+        late = self.rng.choice([0.0, 0.0, 0.0, 0.25, 1.0, 3.0])
+        now = message.now + late
+        extra: list[Any] = []
+        for event in message.events:
+            if isinstance(event, JobCompleted):
+                self.done.add(event.job_id)
+            elif isinstance(event, RequestedCall) and self.watched:
+                job_id = self.watched.pop(0)
+                if job_id not in self.done:
+                    extra.append(KillJob(now, [job_id]))
+        for decision in reply.events:
+            if isinstance(decision, ExecuteJob) and self.rng.random() < 0.4:
+                self.watched.append(decision.job_id)
+                delay = self.rng.choice([0.5, 1, 2, 59, 600, 5_000, 20_000])
+                extra.append(CallMeLater(now, now + delay))
+        events = reply.events + extra
+        if late:  # the decisions apply later than the message: the REQ-REP actor sleeps
+            for event in events:
+                event.timestamp = now
+        return Message(now, events)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), jobs=st.integers(5, 40))
+def test_fast_kernel_with_kills_and_calls_is_the_plain_one(seed: int, jobs: int) -> None:
+    workload = drift_prone_workload(random.Random(seed), jobs)
+    results = []
+    for kernel in (Kernel, NaiveKernel):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(simulator, "Kernel", kernel)
+            hosts = [f"host{i}" for i in range(workload["nb_res"])]
+            sim = BatsimSimulator([workload], hosts)
+            scheduler = KillingFcfs(workload["nb_res"], random.Random(seed))
+            messages, clocks = [], []
+            message: Message | None = sim.start()
+            error = None
+            while message is not None:
+                messages.append(message)
+                clocks.append(sim.now)
+                try:
+                    message = sim.step(scheduler(message))
+                except simulator.InvalidDecision as exc:  # a kill after the job's end
+                    error = str(exc)
+                    break
+            results.append((messages, sim.rows, clocks, sim.steps, error))
+    assert results[0] == results[1]
 
 
 def test_hunting_splits_keeps_the_arithmetics_invariants(monkeypatch) -> None:

@@ -11,9 +11,10 @@ rule it mirrors (sources: SimGrid tag v3.32):
 * **Scheduling rounds** (``EngineImpl::run``): the actors ready to run run one after the other,
   each until its next simcall; then the simcalls are handled in that same order; the actors they
   answer run in the next sub-round. When no actor is ready, :meth:`Kernel.solve` advances the
-  clock. An answered simcall (``simcall_answered``: starting a communication, creating or killing
-  an actor) costs its issuer one sub-round; a blocking one (sleep, wait) resumes it when its
-  activity ends.
+  clock. An answered simcall (``simcall_answered``: creating or killing an actor) costs its
+  issuer one sub-round; a blocking one (sleep, wait) resumes it when its activity ends. A put or
+  a get (``start()->wait()``) is one simcall here: the kernel registers the wait itself (see
+  :meth:`Kernel.run` for why the order is the same).
 * **Actions and the clock** (``EngineImpl::solve``, ``Model::next_occurring_event_full``,
   ``HostL07Model::update_actions_state``): the step is the smallest of every sleep's remaining
   ``max_duration`` and every communication's ``remains / rate``; ``now += step``; then, in the
@@ -39,11 +40,12 @@ exchange, which takes no simulated time), which :meth:`Kernel.run` yields to its
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import deque
 from collections.abc import Generator
 from typing import Any
 
-SLEEP, PUT, GET, WAIT, CREATE, KILL, EXCHANGE = range(7)
+SLEEP, PUT, GET, CREATE, KILL, EXCHANGE = range(6)
 
 NO_MAX_DURATION = -1.0
 TIMING_PRECISION = 1e-9  # sg_surf_precision ("surf/precision")
@@ -64,24 +66,29 @@ class KernelError(RuntimeError):
 
 
 class Actor:
-    """A SimGrid actor: a generator of simcalls, the answer to its last one, its pending call.
+    """A SimGrid actor: a generator of simcalls, the answer to its last one, its pending call."""
 
-    ``preset`` is the simcall the actor is known to issue next without running its code: after
-    starting a put or a get, Batsim's actors always wait for it (``Mailbox::put``/``get`` are
-    ``start()->wait()``), so the kernel issues that wait itself, in the same sub-round the actor
-    would have, and skips resuming the generator.
-    """
-
-    __slots__ = ("answer", "call", "dead", "gen", "name", "preset", "sleep")
+    __slots__ = ("answer", "call", "dead", "gen", "name", "sleep")
 
     def __init__(self, name: str, gen: ActorCode) -> None:
         self.name = name
         self.gen = gen
         self.answer: Any = None
         self.call: Simcall | None = None
-        self.preset: Simcall | None = None
         self.dead = False
         self.sleep: Sleep | None = None
+
+
+def _ended() -> ActorCode:
+    return
+    yield  # a generator function
+
+
+# What a dead actor's code becomes: resuming it (a killed actor whose communication ends) stops
+# at once, and its own generator, frame and answer are freed instead of kept by whoever still
+# refers to the actor.
+_DEAD = _ended()
+next(_DEAD, None)
 
 
 class Comm:
@@ -113,9 +120,11 @@ class Kernel:
     """The scheduling rounds, the clock and the actions; see the module's design note.
 
     Sleeps live in two dicts, in creation order: ``_long`` (remaining > 2**14, which a
-    transfer's step cannot move) and ``_short``. ``_low`` is the sleep with the smallest
-    remaining duration: every sleep loses the same steps and rounding is monotonic, so the
-    order between two sleeps never changes and the lowest one stays lowest until it ends.
+    transfer's step cannot move) and ``_short``; and in ``_order``, sorted by remaining
+    duration. Every sleep loses the same steps and rounding is monotonic (``fl(a - s) <=
+    fl(b - s)`` when ``a <= b``), so the order between two sleeps never changes: ``_order``
+    stays sorted without being sorted again, its first sleep is the lowest, and the sleeps a
+    step ends (those left below the precision) are a prefix of it.
     """
 
     def __init__(self) -> None:
@@ -124,7 +133,7 @@ class Kernel:
         self.mailboxes: dict[str, deque[Comm]] = {}
         self._short: dict[int, Sleep] = {}
         self._long: dict[int, Sleep] = {}
-        self._low: Sleep | None = None
+        self._order: list[Sleep] = []
         self._comm: Comm | None = None  # the transfer under way (Batsim has one receiver)
         self._keys = 0
         self.steps = 0
@@ -140,17 +149,22 @@ class Kernel:
     # --- the main loop ----------------------------------------------------------------
 
     def run(self) -> Generator[Any, Any, None]:
-        """Run to the end; yield each message an actor hands out and resume it with the reply."""
-        handle = self._handle
+        """Run to the end; yield each message an actor hands out and resume it with the reply.
+
+        A put or a get is ``start()->wait()`` in Batsim's actors: the wait, the actor's next
+        simcall, would be handled in the next sub-round, before any step of the clock (the
+        actor is ready to run), and only registers the actor on the communication. The kernel
+        registers it when it handles the put or the get instead: the actors registered on a
+        communication are then in the same order (the order their puts and gets were
+        handled), the communication cannot have ended in between, and the actor wakes with
+        the payload when it ends, as after the wait.
+        """
+        mailboxes = self.mailboxes
         while True:
             while self.to_run:
                 ran = self.to_run
                 self.to_run = []
                 for actor in ran:
-                    if actor.preset is not None:
-                        actor.call = actor.preset
-                        actor.preset = None
-                        continue
                     try:
                         call = actor.gen.send(actor.answer)
                         while call[0] == EXCHANGE:
@@ -158,68 +172,60 @@ class Kernel:
                             call = actor.gen.send(reply)
                     except StopIteration:
                         actor.dead = True
+                        actor.gen = _DEAD
+                        actor.answer = None
                         actor.call = None
                         continue
                     actor.call = call
+                to_run = self.to_run
                 for actor in ran:
-                    if actor.call is not None:
-                        handle(actor)
+                    pending = actor.call
+                    if pending is None:
+                        continue
+                    actor.call = None
+                    call = pending
+                    kind = call[0]
+                    if kind in (PUT, GET):
+                        is_send = kind == PUT
+                        box = mailboxes.get(call[1])
+                        if box is None:
+                            box = mailboxes[call[1]] = deque()
+                        for comm in box:
+                            if comm.is_send != is_send:
+                                box.remove(comm)
+                                if is_send:
+                                    comm.payload = call[2]
+                                self._start(comm)
+                                break
+                        else:
+                            comm = Comm(is_send, call[2] if is_send else None)
+                            box.append(comm)
+                        comm.waiting.append(actor)
+                    elif kind == SLEEP:
+                        # s4u::this_actor::sleep_for: a no-op for durations <= 0 (the caller
+                        # checks).
+                        self._sleep(actor, call[1])
+                    elif kind == CREATE:
+                        new = Actor(call[1], call[2])
+                        to_run.append(new)  # ActorImpl::start: appended to the run list
+                        actor.answer = new
+                        to_run.append(actor)
+                    elif kind == KILL:
+                        victim: Actor = call[1]
+                        if not victim.dead:
+                            victim.dead = True
+                            if victim.sleep is not None:
+                                self._cancel(victim.sleep)
+                                victim.sleep = None
+                            victim.gen.close()
+                            victim.gen = _DEAD
+                            victim.answer = None
+                        actor.answer = None
+                        to_run.append(actor)
+                    else:  # pragma: no cover - a bug in an actor
+                        raise KernelError(f"unknown simcall {call!r} from {actor.name}")
             if not self.solve():
                 return
-
-    def _handle(self, actor: Actor) -> None:
-        call = actor.call
-        assert call is not None
-        actor.call = None
-        kind = call[0]
-        if kind == WAIT:
-            comm = call[1]
-            if comm.done:
-                actor.answer = comm.payload
-                self.to_run.append(actor)
-            else:
-                comm.waiting.append(actor)
-        elif kind == SLEEP:
-            # s4u::this_actor::sleep_for: a no-op for durations <= 0 (the caller checks).
-            self._sleep(actor, call[1])
-        elif kind in (PUT, GET):
-            is_send = kind == PUT
-            box = self.mailboxes.get(call[1])
-            if box is None:
-                box = self.mailboxes[call[1]] = deque()
-            peer = None
-            for pending in box:
-                if pending.is_send != is_send:
-                    peer = pending
-                    break
-            if peer is None:
-                comm = Comm(is_send, call[2] if is_send else None)
-                box.append(comm)
-            else:
-                box.remove(peer)
-                comm = peer
-                if is_send:
-                    comm.payload = call[2]
-                self._start(comm)
-            # answered: the actor's next simcall, next sub-round, is the wait
-            actor.preset = (WAIT, comm)
-            self.to_run.append(actor)
-        elif kind == CREATE:
-            new = self.spawn(call[1], call[2])
-            actor.answer = new
-            self.to_run.append(actor)
-        elif kind == KILL:
-            victim: Actor = call[1]
-            if not victim.dead:
-                victim.dead = True
-                if victim.sleep is not None:
-                    self._cancel(victim.sleep)
-                    victim.sleep = None
-                victim.gen.close()
-            actor.answer = None
-            self.to_run.append(actor)
-        else:  # pragma: no cover - a bug in an actor
-            raise KernelError(f"unknown simcall {call!r} from {actor.name}")
 
     def _sleep(self, actor: Actor, duration: float) -> None:
         key = self._keys
@@ -231,23 +237,12 @@ class Kernel:
             self._long[key] = sleep
         else:
             self._short[key] = sleep
-        low = self._low
-        if low is None or duration < low.m:
-            self._low = sleep
+        insort(self._order, sleep, key=_remaining)
 
     def _cancel(self, sleep: Sleep) -> None:
         self._short.pop(sleep.key, None)
         self._long.pop(sleep.key, None)
-        if self._low is sleep:
-            self._low = self._lowest()
-
-    def _lowest(self) -> Sleep | None:
-        low = None
-        for group in (self._short, self._long):
-            for sleep in group.values():
-                if low is None or sleep.m < low.m:
-                    low = sleep
-        return low
+        self._order.remove(sleep)
 
     def _start(self, comm: Comm) -> None:
         if self._comm is not None:
@@ -261,14 +256,13 @@ class Kernel:
     def solve(self) -> bool:
         """One step of the clock; False when nothing can happen any more."""
         comm = self._comm
-        low = self._low
-        step = -1.0
+        order = self._order
         if comm is not None:
             step = comm.remains / COMM_RATE if comm.remains > 0 else 0.0
-            if low is not None and low.m < step:
-                step = low.m
-        elif low is not None:
-            step = low.m
+            if order and order[0].m < step:
+                step = order[0].m
+        elif order:
+            step = order[0].m
         else:
             return False
         self.steps += 1
@@ -281,42 +275,36 @@ class Kernel:
                 self._comm = None
             else:
                 comm.remains = remains
-        if low is not None:
+        if order:
             precision = TIMING_PRECISION
-            done = 0
             short = self._short
-            for sleep in short.values():
-                m = sleep.m - step
-                if m < precision:
-                    ended.append(sleep)
+            long = self._long
+            done = 0
+            for sleep in order:  # the sleeps this step ends: a prefix of the order
+                if sleep.m - step < precision:
                     done += 1
                 else:
-                    sleep.m = m
-            if step >= _TINY_STEP:
-                long = self._long
+                    break
+            if done:
+                for sleep in order[:done]:
+                    if short.pop(sleep.key, None) is None:
+                        del long[sleep.key]
+                    sleep.m = 0.0
+                    ended.append(sleep)
+                del order[:done]
+            # the others: none falls below the precision
+            for sleep in short.values():
+                sleep.m -= step
+            if step >= _TINY_STEP and long:
                 moved = []
                 for sleep in long.values():
                     m = sleep.m - step
                     if m <= _UNMOVED_FROM:
                         moved.append(sleep)
-                        if m < precision:
-                            ended.append(sleep)
-                            done += 1
-                            m = 0.0
                     sleep.m = m
                 for sleep in moved:
                     del long[sleep.key]
-                    if sleep.m >= precision:
-                        short[sleep.key] = sleep
-            if done:
-                lost = False
-                for action in ended:
-                    if type(action) is Sleep:
-                        short.pop(action.key, None)
-                        action.m = 0.0
-                        lost = lost or action is low
-                if lost:
-                    self._low = self._lowest()
+                    short[sleep.key] = sleep
         if len(ended) > 1:
             ended.sort(key=_key)  # handle_ended_actions: in the order actions were created
         to_run = self.to_run
@@ -338,3 +326,7 @@ class Kernel:
 
 def _key(action: Sleep | Comm) -> int:
     return action.key
+
+
+def _remaining(sleep: Sleep) -> float:
+    return sleep.m

@@ -40,6 +40,7 @@ Invalid decisions raise :class:`InvalidDecision` naming the decision, where Bats
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,7 +195,7 @@ class BatsimSimulator:
         self.forward_profiles = forward_profiles
         self._paths = workload_paths or [f"workload{i}.json" for i in range(len(workloads))]
         self._workloads: dict[str, _Workload] = {}
-        self._static: list[list[_LiveJob]] = []
+        self._static: list[deque[_LiveJob]] = []
         self._live: dict[str, _LiveJob] = {}
         self._used_ids: set[str] = set()
         self._busy = 0
@@ -257,7 +258,7 @@ class BatsimSimulator:
                 refcount[profile] = refcount.get(profile, 0) + 1
             # job_comparator_subtime_number: by subtime, then by job id as a string
             jobs.sort(key=lambda job: (job.subtime, job.name))
-            self._static.append(jobs)
+            self._static.append(deque(jobs))
 
     @staticmethod
     def _delay_of(profile: dict[str, Any], where: str) -> float:
@@ -344,21 +345,20 @@ class BatsimSimulator:
 
     # --- Batsim's actors ------------------------------------------------------------------
 
-    @staticmethod
-    def _put(payload: tuple[int, Any]) -> _Code:
-        """``send_message``: a 1-byte put to the server's mailbox, waited for."""
-        yield (PUT, _SERVER, payload)
-
     def _submitter(self, index: int) -> _Code:
         """``static_job_submitter_process``."""
         kernel = self._kernel
-        yield from self._put((_HELLO, None))
+        yield (PUT, _SERVER, (_HELLO, None))
         current = kernel.now
         batch: list[_LiveJob] = []
-        for job in self._static[index]:
+        jobs = self._static[index]
+        while jobs:
+            # taken out as submitted: a finished job is then freed, not kept to the end (and
+            # traversed by each of the garbage collector's full passes)
+            job = jobs.popleft()
             if job.subtime > current:
                 if batch:
-                    yield from self._put((_JOBS_SUBMITTED, batch))
+                    yield (PUT, _SERVER, (_JOBS_SUBMITTED, batch))
                     batch = []
                 # long double subtime - clock, exact, then rounded once to double: the same
                 # as the double subtraction, which is correctly rounded.
@@ -366,8 +366,8 @@ class BatsimSimulator:
                 current = kernel.now
             batch.append(job)
         if batch:
-            yield from self._put((_JOBS_SUBMITTED, batch))
-        yield from self._put((_BYE, None))
+            yield (PUT, _SERVER, (_JOBS_SUBMITTED, batch))
+        yield (PUT, _SERVER, (_BYE, None))
 
     def _server(self) -> _Code:
         """``server_process``: handle one message at a time; talk to the scheduler when it is
@@ -401,18 +401,18 @@ class BatsimSimulator:
     def _request_reply(self, message: Message) -> _Code:
         """``request_reply_scheduler_process`` and ``JsonProtocolReader``: send the message,
         take the reply, forward each decision to the server at its timestamp, then "ready"."""
+        kernel = self._kernel
         reply: Message = yield (EXCHANGE, message)
         for decision in reply.events:
             payload = self._parse(decision)
-            yield from self._send_at(decision.timestamp, payload)
-        yield from self._send_at(reply.now, (_READY, None))
-
-    def _send_at(self, when: float, payload: tuple[int, Any]) -> _Code:
-        """``send_message_at_time``: sleep until ``when`` if it is later than the clock."""
-        now = self._kernel.now
-        if when > now:
-            yield (SLEEP, when - now)
-        yield from self._put(payload)
+            # send_message_at_time: sleep until the timestamp if it is later than the clock
+            # (each message to the server is a put, ``send_message``)
+            if decision.timestamp > kernel.now:
+                yield (SLEEP, decision.timestamp - kernel.now)
+            yield (PUT, _SERVER, payload)
+        if reply.now > kernel.now:
+            yield (SLEEP, reply.now - kernel.now)
+        yield (PUT, _SERVER, (_READY, None))
 
     def _job(self, job: _LiveJob) -> _Code:
         """``execute_job_process`` for a delay profile (``do_delay_task``)."""
@@ -427,7 +427,7 @@ class BatsimSimulator:
             job.final = "COMPLETED_WALLTIME_REACHED"
         job.end = kernel.now
         job.state = _DONE
-        yield from self._put((_JOB_COMPLETED, job))
+        yield (PUT, _SERVER, (_JOB_COMPLETED, job))
 
     def _killer(self, jobs: list[_LiveJob]) -> _Code:
         """``killer_process``: kill the jobs still running, then report to the server."""
@@ -447,7 +447,7 @@ class BatsimSimulator:
             job.final = "COMPLETED_KILLED"
             job.end = kernel.now
             killed.append(job)
-        yield from self._put((_KILLING_DONE, (jobs, killed, progress)))
+        yield (PUT, _SERVER, (_KILLING_DONE, (jobs, killed, progress)))
 
     def _waiter(self, target: float) -> _Code:
         """``waiter_process`` for CALL_ME_LATER (at least 1e-5 s of sleep)."""
@@ -455,7 +455,7 @@ class BatsimSimulator:
         if now < target:
             yield (SLEEP, max(target - now, 1e-5))
         if not (self._end_sent or self._end_ack):
-            yield from self._put((_WAITING_DONE, None))
+            yield (PUT, _SERVER, (_WAITING_DONE, None))
 
     # --- the server's handlers (server.cpp) -------------------------------------------------
 
@@ -505,6 +505,7 @@ class BatsimSimulator:
     def _finish(self, job: _LiveJob) -> None:
         self._busy &= ~job.mask
         del self._live[job.job_id]
+        job.actor = None  # its code is over: neither kept alive nor traversed by the GC
         assert job.alloc is not None
         self.rows.append(
             jobs_csv.finished_row(
@@ -517,7 +518,7 @@ class BatsimSimulator:
                 state=job.final,
                 start=job.start,
                 finish=job.end,
-                alloc=job.alloc,
+                alloc=jobs_csv.alloc_text(job.mask),
                 metadata=job.metadata,
             )
         )
