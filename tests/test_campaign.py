@@ -361,3 +361,12 @@ def test_copies_replay_every_run_on_shaken_copies_of_its_trace(tmp_path: Path) -
     for text in ("copies = 0\n", "copies = 1.5\n", "shake_seconds = -1\n"):
         with pytest.raises(CampaignError, match=r"copies|shake_seconds"):
             load_campaign(write(tmp_path / "e.toml", head + text))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "campaigns").glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_campaign_file_loads_and_names_each_run_once(path: Path) -> None:
+    campaign = load_campaign(path)
+    folders = [spec.folder(campaign.output) for spec in campaign.runs]
+    assert campaign.runs and len(set(folders)) == len(folders)
+    for spec in campaign.runs[:: max(1, len(campaign.runs) // 20)]:
+        spec.config()  # a valid run configuration
