@@ -335,13 +335,19 @@ def test_classification_with_the_prb_dispatcher_keeps_small_jobs_first() -> None
     assert isinstance(scheduler.part(Safeguard), Safeguard)
 
 
-@pytest.mark.parametrize("dispatcher", ["easy", "sjf", "ljf", "prb", "cph"])
+@pytest.mark.parametrize(
+    "dispatcher",
+    # CPH's solver is the slowest dispatcher: it runs with the long runs
+    ["easy", "sjf", "ljf", "prb", pytest.param("cph", marks=pytest.mark.long)],
+)
 def test_classification_runs_with_a_predictor_a_correction_and_any_dispatcher(
     dispatcher: str, kth_workload
 ) -> None:
     """Every workload job finishes once, whatever the combination (the safeguard's kills and
-    resubmissions included), and the classifier and the predictor both keep their records."""
-    workload = workload_head(kth_workload, 400)
+    resubmissions included: 1,200 jobs are about two weeks, the second one classified by the
+    first one's forest), and the classifier and the predictor both keep their records."""
+    jobs = 1200
+    workload = workload_head(kth_workload, jobs)
     config = ReplayConfig(
         variant="classification-idempotent",
         predictor="easy++",
@@ -352,9 +358,9 @@ def test_classification_runs_with_a_predictor_a_correction_and_any_dispatcher(
     result = run_replay(workload, config)
     states = [row.split(",")[JOBS_COLUMNS.index("final_state")] for row in result.rows]
     kills = states.count("COMPLETED_KILLED")
-    assert (
-        states.count("COMPLETED_SUCCESSFULLY") + states.count("COMPLETED_WALLTIME_REACHED") == 400
-    )
-    assert len(states) == 400 + kills == 400 + result.scheduler.kill_decisions
-    assert len(result.scheduler.records) == 400
-    assert len(result.scheduler.predictor.predictions) == 400 + kills
+    assert kills > 0 and any(record.predicted_small for record in result.scheduler.records)
+    ended = states.count("COMPLETED_SUCCESSFULLY") + states.count("COMPLETED_WALLTIME_REACHED")
+    assert ended == jobs
+    assert len(states) == jobs + kills == jobs + result.scheduler.kill_decisions
+    assert len(result.scheduler.records) == jobs
+    assert len(result.scheduler.predictor.predictions) == jobs + kills
