@@ -15,12 +15,10 @@ no command-line option: users never see it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -335,7 +333,11 @@ def run_trainer(
     except Exception:
         service.history.close()
         raise
-    warm_up = _import_in_background() if params.n_estimators else None
+    if params.n_estimators:
+        # before answering ``hello``: the scheduler waits for a starting trainer without a
+        # deadline, but for a training with one (a first training that imported scikit-learn
+        # itself could miss a short ``--trainer-deadline``)
+        _import_training_libraries()
     try:
         log.info("trainer on %s, %d finished jobs stored", endpoint, service.history.size)
         while True:
@@ -353,19 +355,10 @@ def run_trainer(
     finally:
         socket.close()
         service.history.close()
-        if warm_up is not None:
-            warm_up.join()
 
 
-def _import_in_background() -> threading.Thread:
-    """Import scikit-learn and skops (about 1.5 s) in a thread while the trainer already
-    answers ``hello``: the scheduler replays its first week meanwhile instead of waiting."""
-
-    def run() -> None:
-        with contextlib.suppress(Exception):  # the first training imports them itself
-            import sklearn.ensemble  # noqa: F401
-            import skops.io  # noqa: F401
-
-    thread = threading.Thread(target=run, name="import-sklearn", daemon=True)
-    thread.start()
-    return thread
+def _import_training_libraries() -> None:
+    """scikit-learn and skops, which :mod:`batsched_ml.predict.forest` and the model store
+    import only when they train or write (the scheduler's process never needs them)."""
+    import sklearn.ensemble  # noqa: F401
+    import skops.io  # noqa: F401
