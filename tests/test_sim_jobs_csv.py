@@ -46,11 +46,11 @@ def test_integer_times_are_written_as_with_percent_f(
         alloc="0-3 5",
     )
     execution, turnaround = finish - start, finish - subtime
-    stretch = float(jobs_csv._LD(turnaround) / jobs_csv._LD(execution))
-    if not (start.is_integer() and finish.is_integer() and execution > 0):
-        stretch_etc = jobs_csv._times_ld(subtime, start, finish)
-    else:
-        stretch_etc = (execution, finish, start - subtime, turnaround, stretch)
+    if execution > 0:  # the general branch's exact times (all integers here)
+        stretch = float(jobs_csv._LD(turnaround) / jobs_csv._LD(execution))
+        times = (execution, finish, start - subtime, turnaround, stretch)
+    else:  # finish rounded back to start (times beyond 2**53): long double throughout
+        times = jobs_csv._times_ld(subtime, start, finish)
     expected = jobs_csv._FINISHED % (
         "7",
         "w0",
@@ -61,7 +61,7 @@ def test_integer_times_are_written_as_with_percent_f(
         not killed,
         state,
         start,
-        *stretch_etc,
+        *times,
         "0-3 5",
         "",
     )
