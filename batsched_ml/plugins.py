@@ -92,7 +92,7 @@ def is_entry_point(name: str, kind: str) -> bool:
     return any(point.name == name for point in metadata.entry_points(group=GROUPS[kind]))
 
 
-class Choices(list):
+class Choices(list[str]):
     """The built-in names of ``kind`` as argparse ``choices`` that also admit plug-ins: an
     import path (a name with a ``:``, checked when the run is configured) or an entry point.
     An unknown plain name is still argparse's ``invalid choice``, listing the built-in ones."""

@@ -121,7 +121,7 @@ class WaitingJob:
     subtime: float
     rank_est: float = 0.0
     rank: int = 0
-    key: tuple = ()
+    key: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -416,7 +416,7 @@ class BatchScheduler:
         """Queue a submitted job; a job that can never fit the machine is rejected at once
         (REJECT_JOB) and listed in :attr:`rejected`, so the run says why it did not finish."""
         for hook in self._hooks["take_submission"]:
-            taken = hook(event)
+            taken: WaitingJob | None = hook(event)
             if taken is not None:
                 return taken
         job = Job.from_batsim(event.job_id, event.job)

@@ -171,7 +171,7 @@ class AdaBoostPrediction:
             self.retrain(job.subtime)
         if self.model is None:
             return requested
-        predicted = self.model.predict(self.features(job))
+        predicted = float(self.model.predict(self.features(job)))
         return max(1.0, min(predicted, requested))
 
     def retrain(self, now: float) -> None:
@@ -255,10 +255,10 @@ class ProfileHeuristic:
 
     def __init__(self, no_walltime_estimate: float = DAY) -> None:
         self.no_walltime_estimate = no_walltime_estimate
-        self.last: dict[Any, list[dict[tuple, float]]] = {}
+        self.last: dict[Any, list[dict[tuple[Any, ...], float]]] = {}
         self.last_rule = 0
 
-    def keys(self, job: Job) -> list[tuple]:
+    def keys(self, job: Job) -> list[tuple[Any, ...]]:
         name = job.field("name")
         if name is None:
             name = job.field("executable")

@@ -304,7 +304,8 @@ def cluster_strings(
             best = (score, labels)
     if best is None:
         return [0] * n
-    return best[1].tolist()
+    labels_list: list[int] = best[1].tolist()
+    return labels_list
 
 
 def kmeans(
