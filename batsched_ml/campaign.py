@@ -16,6 +16,7 @@ A campaign file (TOML) names what to run and where results go::
     dispatchers = ["easy", "cph"]         # optional: --dispatcher values (default: easy)
     predictor_options = [{}, {alpha = 1.5}]   # optional: --predictor-option settings, one
     dispatcher_options = [{}, {window = 64}]  # per run ({} = defaults); see options_text
+    classifier_options = [{}, {threshold = 0.6}]  # optional: --classifier-option settings
 
     [[campaign.grid]]                     # optional, repeatable: a product of its own, with
     dispatchers = ["sjf", "prb"]          # the keys it sets replacing those above; the
@@ -37,7 +38,8 @@ dispatchers other than the defaults run with the ``base`` variant (and dispatche
 ``easy`` with ``fcfs``) only; their names extend the folder name (``fcfs-base-su-power-cph``).
 Options go with the predictors and dispatchers that take them, each ``key=value`` after its
 owner's name (``fcfs-base-su-alpha=1.5-cph-window=64``); runs without options keep their
-folders.
+folders. Classifier options go with the classified variants (``class-clairvoyant``: only
+``divider_quantile``), after the variant (``fcfs-classification-idempotent-threshold=0.6``).
 
 Each replay is one Dask task (:func:`run_one`): it loads and converts its trace, replays it
 with the in-process trainer and writes the run folder; a run whose ``summary.json`` exists is
@@ -85,6 +87,7 @@ RESULT_COLUMNS = (
     "dispatcher",
     "predictor_options",
     "dispatcher_options",
+    "classifier_options",
     "status",
     "seconds",
     "path",
@@ -122,14 +125,18 @@ class RunSpec:
     dispatcher_options: str = ""
     copy: int = 0  # the shaken copy of the trace (0: the trace itself)
     shake_seconds: int = DEFAULT_SHAKE_SECONDS
+    classifier_options: str = ""  # the classifier's, as predictor_options
 
     def folder(self, output: Path) -> Path:
         """``TRACE/POLICY-VARIANT``, then the predictor, correction and dispatcher when they
         are not the defaults (their names do not overlap), each followed by its options
-        (``su-alpha=1.5``, ``cph-window=64``), then ``-seedN`` for seed N > 0. Runs without
-        options keep the folders they had before options existed; ``-copyK`` for a shaken
-        copy K > 0 (``-copyKsS`` when it is shaken by S seconds rather than the default)."""
+        (``su-alpha=1.5``, ``cph-window=64``), then ``-seedN`` for seed N > 0; the classifier's
+        options right after the variant. Runs without options keep the folders they had before
+        options existed; ``-copyK`` for a shaken copy K > 0 (``-copyKsS`` when it is shaken
+        by S seconds rather than the default)."""
         parts = [self.policy, self.variant]
+        if self.classifier_options:
+            parts.extend(self.classifier_options.split(","))
         for value, default, options in (
             (self.predictor, "requested", self.predictor_options),
             (self.correction, "none", ""),
@@ -166,6 +173,7 @@ class RunSpec:
             dispatcher=self.dispatcher,
             predictor_params=_parse_options(self.predictor_options),
             dispatcher_params=_parse_options(self.dispatcher_options),
+            classifier_params=_parse_options(self.classifier_options),
         )
         return dataclasses.replace(
             config, forest=dataclasses.replace(config.forest, random_state=self.seed)
@@ -272,6 +280,7 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
     dispatchers = _list(table, "dispatchers", path, list(DISPATCHERS), default=["easy"])
     predictor_options = _option_list(table, "predictor_options", path)
     dispatcher_options = _option_list(table, "dispatcher_options", path)
+    classifier_options = _option_list(table, "classifier_options", path)
     runs = expand(
         traces,
         policies,
@@ -284,12 +293,14 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
         dispatcher_options,
         copies=copies,
         shake_seconds=shake_seconds,
+        classifier_options=classifier_options,
     )
     # an option table that fits no run is a mistake (a typo, a parameter of another
     # predictor): say so rather than run nothing for it
     for key, texts, names, check in (
         ("predictor_options", predictor_options, predictors, predictor_kwargs),
         ("dispatcher_options", dispatcher_options, dispatchers, planner_kwargs),
+        ("classifier_options", classifier_options, variants, _classifier_check),
     ):
         used = {getattr(spec, key) for spec in runs}
         for text in texts:
@@ -324,6 +335,7 @@ def expand(
     *,
     copies: int = 1,
     shake_seconds: int = DEFAULT_SHAKE_SECONDS,
+    classifier_options: list[str] = [""],  # noqa: B006
 ) -> list[RunSpec]:
     """Every run of the campaign, once, for each of the ``copies`` of each trace: seeds
     multiply only the variants that train a forest; of the product of the rest, the
@@ -336,8 +348,20 @@ def expand(
         for policy in policies:
             for variant in variants:
                 for seed in seeds if variant in SEEDED_VARIANTS else [seeds[0]]:
-                    for predictor, p_opts, correction, dispatcher, d_opts in itertools.product(
-                        predictors, predictor_options, corrections, dispatchers, dispatcher_options
+                    for (
+                        c_opts,
+                        predictor,
+                        p_opts,
+                        correction,
+                        dispatcher,
+                        d_opts,
+                    ) in itertools.product(
+                        classifier_options,
+                        predictors,
+                        predictor_options,
+                        corrections,
+                        dispatchers,
+                        dispatcher_options,
                     ):
                         spec = RunSpec(
                             trace,
@@ -349,6 +373,7 @@ def expand(
                             dispatcher,
                             p_opts,
                             d_opts,
+                            classifier_options=c_opts,
                         )
                         if spec in seen or not valid(spec):
                             continue
@@ -368,6 +393,13 @@ def valid(spec: RunSpec) -> bool:
     except ConfigError:
         return False
     return True
+
+
+def _classifier_check(variant: str, params: dict) -> dict:
+    """``params`` as classifier options of ``variant`` (raises :class:`ConfigError`)."""
+    from batsched_ml.replaying import ReplayConfig
+
+    return ReplayConfig(variant=variant, classifier_params=params).classifier_params
 
 
 def _refusal(name: str, options: str, check: Callable[[str, dict], dict]) -> str | None:

@@ -153,6 +153,18 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "seconds=900 for fixed, n_estimators=100 for adaboost (repeatable)",
     )
     parser.add_argument(
+        "--classifier-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the classified variants' classifier (repeatable): threshold=0.6 "
+        "(small iff the forest's probability of small exceeds it; 0.5: the forest's vote), "
+        "small_order=probability (small jobs by decreasing probability of being small, "
+        "rather than by the policy), divider_quantile=0.4 (the divider is this quantile of "
+        "the finished runtimes rather than the median; with --trainer inprocess). See "
+        "docs/classification.md",
+    )
+    parser.add_argument(
         "--correction",
         default="none",
         choices=list(CORRECTIONS),
@@ -265,6 +277,7 @@ def _config(args: argparse.Namespace):
         dispatcher=args.dispatcher,
         predictor_params=_key_values(args.predictor_option, "--predictor-option"),
         dispatcher_params=_key_values(args.dispatcher_option, "--dispatcher-option"),
+        classifier_params=_key_values(args.classifier_option, "--classifier-option"),
         starvation_threshold=args.starvation_threshold,
         backfilling=not args.no_backfilling,
         feature_mode=args.feature_mode,
@@ -333,8 +346,10 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
     from batsched_ml.trainer.client import RemoteTrainer
     from batsched_ml.trainer.process import TrainerProcess
 
-    store = Path(getattr(args, "trainer_store", None) or out_dir / "models")
     params = config.forest
+    if params.divider_quantile != 0.5:  # the side trainer computes the median
+        raise ConfigError("--classifier-option divider_quantile needs --trainer inprocess")
+    store = Path(getattr(args, "trainer_store", None) or out_dir / "models")
     if config.variant == "class-clairvoyant":  # the true class needs no model
         params = dataclasses.replace(params, n_estimators=0)
     process = None

@@ -19,11 +19,13 @@ from batsched_ml.errors import ConfigError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer
 from batsched_ml.protocol.events import Message
-from batsched_ml.scheduler.classified import ClassifyingScheduler
+from batsched_ml.scheduler.classified import NOT_OPTIONS as CLASSIFIER_NOT_OPTIONS
+from batsched_ml.scheduler.classified import Classifier, ClassifyingScheduler
 from batsched_ml.scheduler.core import BatchScheduler
 from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.dispatchers import PLANNERS as PLANNERS  # benchmarks patch it
 from batsched_ml.scheduler.dispatchers import make_dispatcher, order_for, planner_kwargs
+from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.policies import get_policy
 from batsched_ml.scheduler.predictors import (
     PREDICTORS,
@@ -56,6 +58,7 @@ class ReplayConfig:
     backfilling: bool = True
     feature_mode: str = "online"
     forest: ForestParams = field(default_factory=ForestParams)
+    classifier_params: dict[str, Any] = field(default_factory=dict)  # ``--classifier-option``
 
     def __post_init__(self) -> None:
         self.validate()
@@ -93,12 +96,36 @@ class ReplayConfig:
         if self.dispatcher_params:
             typed = planner_kwargs(self.dispatcher, self.dispatcher_params)
             object.__setattr__(self, "dispatcher_params", typed)
+        if self.classifier_params:
+            self._check_classifier_params()
         if self.dispatcher != "easy" and self.policy != "fcfs":
             raise ConfigError(
                 f"the {self.dispatcher} dispatcher orders the queue itself "
                 f"({registry.DISPATCHER_ORDERS[self.dispatcher]}); --policy {self.policy} goes "
                 "with the easy dispatcher"
             )
+
+    def _check_classifier_params(self) -> None:
+        """The classifier's options (:class:`~batsched_ml.scheduler.classified.Classifier`),
+        typed; ``divider_quantile`` goes to the forest's parameters too (the trainer computes
+        the divider)."""
+        if not self.classified:
+            raise ConfigError(
+                f"--classifier-option goes with the classified variants, not {self.variant}"
+            )
+        typed = constructor_kwargs(
+            Classifier, "the classifier", self.classifier_params, exclude=CLASSIFIER_NOT_OPTIONS
+        )
+        if self.variant == "class-clairvoyant" and set(typed) - {"divider_quantile"}:
+            raise ConfigError(
+                "the class-clairvoyant variant takes no classifier option but divider_quantile "
+                "(the true classes have no probability)"
+            )
+        object.__setattr__(self, "classifier_params", typed)
+        quantile = typed.get("divider_quantile", self.forest.divider_quantile)
+        if quantile != self.forest.divider_quantile:
+            forest = dataclasses.replace(self.forest, divider_quantile=quantile)
+            object.__setattr__(self, "forest", forest)
 
     def title(self) -> str:
         """``fcfs (base; predictor easy++, ...)``: :func:`batsched_ml.registry.run_title`."""
@@ -124,6 +151,8 @@ class ReplayConfig:
             out["predictor_params"] = dict(sorted(self.predictor_params.items()))
         if self.dispatcher_params:
             out["dispatcher_params"] = dict(sorted(self.dispatcher_params.items()))
+        if self.classifier_params:  # only then: runs without options keep their identities
+            out["classifier_params"] = dict(sorted(self.classifier_params.items()))
         if self.classified:
             out["feature_mode"] = self.feature_mode
             out["forest"] = self.forest.as_dict()
@@ -200,6 +229,9 @@ def make_scheduler(
             if config.variant == "class-clairvoyant":  # the true class needs no model
                 params = dataclasses.replace(params, n_estimators=0)
             trainer = InProcessTrainer(params)
+        options = dict(config.classifier_params)
+        if config.forest.divider_quantile != 0.5:
+            options.setdefault("divider_quantile", config.forest.divider_quantile)
         return ClassifyingScheduler(
             policy,
             variant=config.variant,
@@ -211,6 +243,7 @@ def make_scheduler(
             predictor=predictor,
             dispatcher=dispatcher,
             correction=correction,
+            classifier_options=options,
         )
     return BatchScheduler(
         policy,

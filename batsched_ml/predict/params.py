@@ -18,6 +18,10 @@ class ForestParams:
     as many as the training set, scikit-learn's default). Opt-in: a smaller share trains
     faster but gives other trees (see docs/speed.md for its cost in accuracy); left at
     ``None`` it is not even listed by :meth:`as_dict`, so runs keep their identities.
+    ``divider_quantile``: the divider is this quantile of the finished jobs' runtimes (0.5:
+    the median, :func:`numpy.median` itself; another value :func:`numpy.quantile`, linear).
+    Set by the classifier option of that name; left at 0.5 it is not listed by
+    :meth:`as_dict` either.
     """
 
     n_estimators: int = 40
@@ -29,9 +33,16 @@ class ForestParams:
     n_jobs: int = 2
     random_state: int = 0
     max_samples: float | None = None
+    divider_quantile: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.divider_quantile < 1.0:
+            raise ValueError(f"divider_quantile must be in (0, 1), not {self.divider_quantile}")
 
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)
         if values["max_samples"] is None:  # the default: the identities of earlier runs hold
             del values["max_samples"]
+        if values["divider_quantile"] == 0.5:  # the median: likewise
+            del values["divider_quantile"]
         return values

@@ -10,7 +10,8 @@ whole history, rather than the last week only, because the divider labels the tr
 median over one week jumps with that week's mix of jobs (a burst of short tests halves it) and
 relabels the whole history at each training, while the cumulative median converges to the trace's
 median, the paper's definition of small (section 3.3, Table 2). A job is small if its runtime is
-strictly below the divider.
+strictly below the divider. ``ForestParams.divider_quantile`` (the classifier option of that
+name) takes another quantile of the same runtimes instead of the median.
 
 Weeks are 7-day periods from the first submission (time 0 of the workload).
 """
@@ -50,6 +51,14 @@ class WeeklyModel:
             return False
         return bool(self.predictor.predict_one(features))
 
+    def probabilities(self, features: list[float]) -> tuple[float, float]:
+        """``(p_large, p_small)``: the forest's class probabilities of one job, as
+        :meth:`FastForest.proba` computes them (``(1.0, 0.0)`` without a forest)."""
+        if self.predictor is None:
+            return 1.0, 0.0
+        first, second = self.predictor.proba(features)
+        return (first, second) if self.predictor.classes[1] else (second, first)
+
 
 class Trainer(Protocol):
     """Where finished jobs go and weekly models come from (in process, or the side trainer)."""
@@ -64,6 +73,14 @@ class Trainer(Protocol):
         ...
 
 
+def divider_of(runtime: np.ndarray, quantile: float = 0.5) -> float:
+    """The divider of the runtimes: their median (``numpy.median`` itself, as always), or
+    another ``quantile`` (``numpy.quantile``, linear interpolation)."""
+    if quantile == 0.5:
+        return float(np.median(runtime))
+    return float(np.quantile(runtime, quantile))
+
+
 def fit_week(
     x: np.ndarray, runtime: np.ndarray, week: int, params: ForestParams
 ) -> tuple[WeeklyModel, Any]:
@@ -73,7 +90,7 @@ def fit_week(
     in process and by the side trainer, so both give the same models."""
     if not len(runtime):
         return WeeklyModel(week, None, None, params=params.as_dict()), None
-    divider = float(np.median(runtime))
+    divider = divider_of(runtime, params.divider_quantile)
     start = 0 if params.window is None else max(0, len(runtime) - params.window)
     trained = train_forest(x[start:], runtime[start:] < divider, params)
     model = WeeklyModel(
@@ -108,7 +125,7 @@ class InProcessTrainer:
     def divider(self) -> float | None:
         if not self.size:
             return None
-        return float(np.median(self._runtime[: self.size]))
+        return divider_of(self._runtime[: self.size], self.params.divider_quantile)
 
     def model_for(self, week: int) -> WeeklyModel:
         model, _forest = fit_week(

@@ -155,11 +155,15 @@ def gap_table(rows: Sequence[GapRow]) -> str:
 
 
 def method_label(run: Mapping[str, object]) -> str:
-    """A campaign row's method: its variant, then what it changes from the defaults (the
-    predictor, correction, dispatcher and their options, the forest's seed), so that
+    """A campaign row's method: its variant (with its classifier options), then what it
+    changes from the defaults (the predictor, correction, dispatcher and their options, the
+    forest's seed), so that
     ``classification-idempotent + easy++`` is a method of its own. The plain ``base`` and
     ``class-clairvoyant`` rows are the yardsticks."""
     parts = [str(run["variant"])]
+    classifier = run.get("classifier_options")
+    if isinstance(classifier, str) and classifier:
+        parts.append(f"[{classifier}]")
     for key, default in (
         ("predictor", "requested"),
         ("correction", "none"),

@@ -58,6 +58,7 @@ from typing import Any
 from batsched_ml import registry
 from batsched_ml.job import Job
 from batsched_ml.predict.features import FeatureTracker, Submission
+from batsched_ml.predict.params import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer, WeeklyModel, week_of
 from batsched_ml.protocol.events import (
     CallMeLater,
@@ -83,6 +84,12 @@ from batsched_ml.scheduler.dispatchers import Dispatcher
 from batsched_ml.scheduler.predictors import Predictor
 
 RESUBMIT_SUFFIX = "_resub"
+#: ``small_order`` values: within the small queue, the policy's order or decreasing probability
+SMALL_ORDERS = ("policy", "probability")
+#: ``small_order="probability"``: a small job's rank is ``-round(p_small * PROBABILITY_SCALE)``
+PROBABILITY_SCALE = 10**9
+#: the classifier's constructor parameters that are not options (``--classifier-option``)
+NOT_OPTIONS = ("trainer", "calendar", "feature_mode", "clairvoyant", "cap_small")
 
 
 @dataclass(slots=True)
@@ -133,7 +140,31 @@ class Classifier(Component):
     """Classifies each submitted job small or large by the week's model (or, ``clairvoyant``,
     by its true runtime) and keeps the record of every job (see the module docstring).
 
-    ``cap_small``: a small job plans with ``min(estimate, divider)`` (its class is enforced)."""
+    ``cap_small``: a small job plans with ``min(estimate, divider)`` (its class is enforced).
+
+    The options (``--classifier-option KEY=VALUE``; the defaults are the paper's method, and
+    give the same decisions bit for bit):
+
+    ``threshold`` (0.5)
+        A job is small iff the forest's probability of small exceeds it: ``p_small >
+        threshold``, computed as ``(1 - threshold) * p_small > threshold * p_large`` on the two
+        probabilities the forest averages. At 0.5 this is exactly the forest's vote
+        (``predict``: small iff ``p_small > p_large``, a tie is large), which the default
+        path still calls; above 0.5 fewer jobs are small (fewer kills, more false larges).
+    ``small_order`` (``"policy"``)
+        The order within the small queue: the policy's (``"policy"``), or by decreasing
+        probability of being small, the policy's order breaking ties (``"probability"``: the
+        job's ``rank`` is ``-round(p_small * 1e9)`` instead of 0, still before every large
+        job's 1, so the class still comes first in the queue key).
+    ``divider_quantile`` (0.5)
+        The divider is this quantile of the finished jobs' runtimes rather than their median
+        (:func:`batsched_ml.predict.training.divider_of`; it is the trainer's
+        ``ForestParams.divider_quantile``, which must agree). Below 0.5 fewer jobs are small
+        and small jobs are killed sooner.
+
+    ``threshold`` and ``small_order`` need the forest's probabilities: not with the true
+    classes (``clairvoyant``), whose ceiling moves only with ``divider_quantile``.
+    """
 
     def __init__(
         self,
@@ -143,10 +174,40 @@ class Classifier(Component):
         feature_mode: str = "online",
         clairvoyant: bool = False,
         cap_small: bool = True,
+        threshold: float = 0.5,
+        small_order: str = "policy",
+        divider_quantile: float = 0.5,
     ) -> None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], not {threshold}")
+        if small_order not in SMALL_ORDERS:
+            raise ValueError(
+                f"small_order must be one of {', '.join(SMALL_ORDERS)}, not {small_order!r}"
+            )
+        if not 0.0 < divider_quantile < 1.0:
+            raise ValueError(f"divider_quantile must be in (0, 1), not {divider_quantile}")
+        if clairvoyant and (threshold != 0.5 or small_order != "policy"):
+            raise ValueError(
+                "the true classes have no probability: threshold and small_order do not go "
+                "with class-clairvoyant"
+            )
         self.clairvoyant = clairvoyant
         self.cap_small = cap_small
-        self.trainer: Trainer = trainer if trainer is not None else InProcessTrainer()
+        self.threshold = threshold
+        self.small_order = small_order
+        self.divider_quantile = divider_quantile
+        # the forest's own vote (predict_one), as always, unless an option needs probabilities
+        self._vote = threshold == 0.5 and small_order == "policy"
+        if trainer is None:
+            trainer = InProcessTrainer(ForestParams(divider_quantile=divider_quantile))
+        else:
+            params = getattr(trainer, "params", None)
+            theirs = getattr(params, "divider_quantile", divider_quantile)
+            if theirs != divider_quantile:
+                raise ValueError(
+                    f"the trainer's divider is the {theirs} quantile, not {divider_quantile}"
+                )
+        self.trainer: Trainer = trainer
         self.tracker = _tracker(calendar or {}, feature_mode)
         self.week = -1
         self.model = WeeklyModel(week=0, divider=None, predictor=None)
@@ -208,13 +269,30 @@ class Classifier(Component):
         if self.clairvoyant:
             profile = self.scheduler.profile_of(job, event) or {}
             small = divider is not None and float(profile.get("delay", 0.0)) < divider
-        else:
+            rank = 0 if small else 1
+        elif self._vote:
             small = self.model.is_small(submission.features)
+            rank = 0 if small else 1
+        else:
+            small, rank = self._classify(submission.features)
         if small and self.cap_small and divider is not None:
             entry.est = min(estimate, divider)
         entry.rank_est = estimate
-        entry.rank = 0 if small else 1
+        entry.rank = rank
         self.logical[job.id] = LogicalJob(job, submission, self.week, small, divider)
+
+    def _classify(self, features: list[float]) -> tuple[bool, int]:
+        """The class (small?) and queue rank of a job under ``threshold`` and ``small_order``."""
+        model = self.model
+        if model.predictor is None:
+            return False, 1
+        p_large, p_small = model.probabilities(features)
+        threshold = self.threshold
+        if not (1.0 - threshold) * p_small > threshold * p_large:
+            return False, 1
+        if self.small_order == "probability":
+            return True, -round(p_small * PROBABILITY_SCALE)
+        return True, 0
 
     def on_started(self, entry: WaitingJob, running: RunningJob, now: float) -> list[Event]:
         info = self.info(entry.job.id)
@@ -269,7 +347,7 @@ class Safeguard(Component):
 
     def on_started(self, entry: WaitingJob, running: RunningJob, now: float) -> list[Event]:
         info = self.classifier.info(entry.job.id)
-        if entry.rank == 0 and info is not None and info.divider is not None:
+        if entry.rank < 1 and info is not None and info.divider is not None:  # a small job
             limit = now + info.divider
             walltime = entry.job.walltime
             if walltime is None or now + walltime > limit:
@@ -358,13 +436,15 @@ class Safeguard(Component):
     def may_register_more(self) -> bool:
         if self._killed or self._awaiting_ack or self._to_kill_at:
             return True
-        return any(entry.rank == 0 for entry in self.scheduler.waiting.values())
+        return any(entry.rank < 1 for entry in self.scheduler.waiting.values())
 
 
 class ClassifyingScheduler(BatchScheduler):
     """A convenience constructor: the scheduler with a :class:`Classifier` for ``variant``
     (and the :class:`Safeguard` for ``classification-idempotent``), over any ``predictor``,
-    ``dispatcher`` and ``correction``. The classifier's records are read through it."""
+    ``dispatcher`` and ``correction``; ``classifier_options``: the :class:`Classifier`'s
+    options (``threshold``, ``small_order``, ``divider_quantile``). The classifier's records
+    are read through it."""
 
     def __init__(
         self,
@@ -379,6 +459,7 @@ class ClassifyingScheduler(BatchScheduler):
         predictor: Predictor | None = None,
         dispatcher: Dispatcher | None = None,
         correction: Correction | None = None,
+        classifier_options: dict[str, Any] | None = None,
     ) -> None:
         if variant not in registry.CLASSIFIED_VARIANTS:
             raise ValueError(f"unknown classified variant {variant!r}")
@@ -389,6 +470,7 @@ class ClassifyingScheduler(BatchScheduler):
             feature_mode=feature_mode,
             clairvoyant=variant == "class-clairvoyant",
             cap_small=variant != "classification",
+            **(classifier_options or {}),
         )
         components: list[Component] = [self.classifier]
         self.safeguard: Safeguard | None = None
