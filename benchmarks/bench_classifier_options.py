@@ -1,0 +1,106 @@
+"""The runtime cost of each classifier option (``--classifier-option``) per job: whole KTH-SP2
+replays (FCFS, classification-idempotent, in-process trainer), each option paired with the
+defaults in one run, interleaved round by round so that a busy machine slows both alike.
+
+Usage::
+
+    python benchmarks/bench_classifier_options.py [--repeat 3] [--jobs N] [--policy fcfs]
+
+For each setting: the median wall time of the replay over ``--repeat`` rounds, the median
+training time in it (the weekly forests), and the difference from the defaults per job in
+microseconds, in all and without the training (what the option costs when classifying and
+ordering: ``threshold`` and ``small_order`` read the forest's probabilities instead of its vote,
+``divider_quantile`` trains on other labels, so its training time changes as well). The number
+of jobs classified small and of kills says what each option changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from _common import KTH, need
+
+from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.workload.io import load_workload
+
+SETTINGS: list[dict[str, str]] = [
+    {},
+    {"threshold": "0.6"},
+    {"small_order": "probability"},
+    {"threshold": "0.6", "small_order": "probability"},
+    {"divider_quantile": "0.4"},
+]
+
+
+def workload_head(workload: dict, count: int) -> dict:
+    """The first ``count`` jobs of a workload, with the profiles they use."""
+    jobs = workload["jobs"][:count]
+    used = {job["profile"] for job in jobs}
+    profiles = {name: p for name, p in workload["profiles"].items() if name in used}
+    return {**workload, "jobs": jobs, "profiles": profiles}
+
+
+def label(options: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in options.items()) or "defaults"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=0, help="the trace's first N jobs (0: all)")
+    parser.add_argument("--policy", default="fcfs")
+    parser.add_argument("--variant", default="classification-idempotent")
+    args = parser.parse_args()
+    workload = load_workload(need(KTH))
+    if args.jobs:
+        workload = workload_head(workload, args.jobs)
+    jobs = len(workload["jobs"])
+    walls: dict[str, list[float]] = {label(s): [] for s in SETTINGS}
+    trains: dict[str, list[float]] = {label(s): [] for s in SETTINGS}
+    counts: dict[str, tuple[int, int]] = {}
+    # warm-up, untimed: scikit-learn's import and the first forest's set-up
+    run_replay(
+        workload_head(workload, 2000), ReplayConfig(policy=args.policy, variant=args.variant)
+    )
+    for _round in range(args.repeat):
+        for options in SETTINGS:
+            config = ReplayConfig(
+                policy=args.policy, variant=args.variant, classifier_params=dict(options)
+            )
+            started = time.perf_counter()
+            result = run_replay(workload, config)
+            walls[label(options)].append(time.perf_counter() - started)
+            scheduler = result.scheduler
+            trains[label(options)].append(
+                sum(week.train_seconds for week in scheduler.weeks)  # type: ignore[attr-defined]
+            )
+            small = sum(r.predicted_small for r in scheduler.records)  # type: ignore[attr-defined]
+            counts[label(options)] = (small, scheduler.kill_decisions)  # type: ignore[attr-defined]
+    base_wall = statistics.median(walls["defaults"])
+    base_rest = base_wall - statistics.median(trains["defaults"])
+    print(
+        f"KTH-SP2 ({jobs:,} jobs), {args.policy} {args.variant}, median of {args.repeat} "
+        "interleaved rounds"
+    )
+    print(
+        "| options | wall (s) | training (s) | +µs/job in all | +µs/job without training "
+        "| small | kills |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for options in SETTINGS:
+        name = label(options)
+        wall = statistics.median(walls[name])
+        train = statistics.median(trains[name])
+        extra = (wall - base_wall) / jobs * 1e6
+        extra_rest = (wall - train - base_rest) / jobs * 1e6
+        small, kills = counts[name]
+        print(
+            f"| {name} | {wall:.1f} | {train:.1f} | {extra:+.1f} | {extra_rest:+.1f} | "
+            f"{small:,} | {kills:,} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
