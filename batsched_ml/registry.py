@@ -66,7 +66,9 @@ STARVATION_THRESHOLD_HOURS = 72.0
 def run_title(config: Mapping[str, Any]) -> str:
     """``fcfs (base)``, then the predictor, correction and dispatcher a run used when they are
     not the defaults, so two runs of one trace never share a title:
-    ``fcfs (base; predictor easy++, correction power, dispatcher prb)``. The one title of a run:
+    ``fcfs (base; predictor easy++, correction power, dispatcher prb)``, and the classifier's
+    options first (``fcfs (classification-idempotent; classifier [threshold=0.6])``). The one
+    title of a run:
     the command line, ``collect``'s report and the pages print it
     (:meth:`batsched_ml.replaying.ReplayConfig.title`)."""
     if "estimator" in config:  # runs before the predictor had its name in the configuration
@@ -81,6 +83,8 @@ def run_title(config: Mapping[str, Any]) -> str:
         )
         if config.get(key, default) != default or config.get(params or "")
     ]
+    if config.get("classifier_params"):  # --classifier-option: the classifier's own settings
+        methods.insert(0, f"classifier{_options(config['classifier_params'])}")
     return title + ("; " + ", ".join(methods) if methods else "") + ")"
 
 

@@ -163,6 +163,11 @@ def test_a_run_s_title_names_the_methods_it_used() -> None:
     assert title(predictor_params={"no_walltime_estimate": "60"}) == (
         "fcfs (base; predictor requested [no_walltime_estimate=60.0])"
     )
+    assert title(
+        variant="classification-idempotent",
+        classifier_params={"threshold": "0.6"},
+        predictor="easy++",
+    ) == ("fcfs (classification-idempotent; classifier [threshold=0.6], predictor easy++)")
 
 
 def test_the_page_explains_itself_and_embeds_no_absolute_path(
