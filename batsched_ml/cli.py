@@ -249,7 +249,11 @@ def _cmd_trainer(args: argparse.Namespace) -> int:
         args.socket,
         store,
         Path(args.db) if args.db else store / "history.sqlite",
-        ForestParams(n_estimators=args.trees, window=args.window),
+        ForestParams(
+            n_estimators=args.trees,
+            window=args.window,
+            divider_quantile=args.divider_quantile,
+        ),
         idle_timeout=args.idle_timeout,
         on_bound=lambda endpoint: print(f"trainer listening on {endpoint}", flush=True),
     )
@@ -347,8 +351,6 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
     from batsched_ml.trainer.process import TrainerProcess
 
     params = config.forest
-    if params.divider_quantile != 0.5:  # the side trainer computes the median
-        raise ConfigError("--classifier-option divider_quantile needs --trainer inprocess")
     store = Path(getattr(args, "trainer_store", None) or out_dir / "models")
     if config.variant == "class-clairvoyant":  # the true class needs no model
         params = dataclasses.replace(params, n_estimators=0)
@@ -755,6 +757,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--db", metavar="FILE", help="history database (default STORE/history.sqlite)"
     )
     _add_forest_options(trainer)
+    trainer.add_argument(
+        "--divider-quantile",
+        type=float,
+        default=ForestParams.divider_quantile,
+        metavar="Q",
+        help="the divider: this quantile of the finished runtimes (default %(default)s, the "
+        "median); the runs it trains for must ask the same (--classifier-option "
+        "divider_quantile=Q)",
+    )
     trainer.add_argument(
         "--idle-timeout",
         type=float,

@@ -294,3 +294,24 @@ def test_shipped_options_campaign_loads() -> None:
     path = Path(__file__).resolve().parents[1] / "campaigns" / "classifier-options-kth.toml"
     campaign = load_campaign(path)
     assert len({r.folder(campaign.output) for r in campaign.runs}) == len(campaign.runs)
+
+
+def test_the_side_trainer_process_uses_the_runs_divider_quantile(kth_workload, tmp_path) -> None:
+    """--trainer process starts the trainer with --divider-quantile: the same job table and
+    classes as in process (and a trainer with another quantile is refused at hello)."""
+    import json
+
+    from batsched_ml.cli import main
+    from tests.conftest import workload_head
+
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload_head(kth_workload, 2500)))
+    common = ["replay", str(path), "-q", "--variant", "classification-idempotent", "--trees", "4"]
+    option = ["--classifier-option", "divider_quantile=0.4"]
+    for name, extra in (("inprocess", []), ("process", ["--trainer", "process"])):
+        assert main([*common, *option, *extra, "-o", str(tmp_path / name)]) == 0
+    assert main([*common, "-o", str(tmp_path / "median")]) == 0
+    for file in ("jobs.csv", "classification.csv"):
+        inprocess = (tmp_path / "inprocess" / file).read_bytes()
+        assert (tmp_path / "process" / file).read_bytes() == inprocess
+        assert (tmp_path / "median" / file).read_bytes() != inprocess
