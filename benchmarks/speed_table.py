@@ -215,17 +215,14 @@ class Runs:
     def cell(self) -> str:
         if not self.seconds:
             return "-"
-        med = statistics.median(self.seconds)
-        text = _seconds(med)
+        text = _seconds(statistics.median(self.seconds))
         if len(self.seconds) > 1:
             text += f" ({_seconds(min(self.seconds))}-{_seconds(max(self.seconds))})"
-        return f"{text}, {statistics.median(self.peaks):.0f} MiB"
+        return f"{text} s, {statistics.median(self.peaks):.0f} MiB"
 
 
 def _seconds(value: float) -> str:
-    if value >= 600:
-        return f"{value / 60:.1f} min"
-    return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
 def run_once(command: list[str], tree: Path, cwd: Path) -> tuple[float, float]:
