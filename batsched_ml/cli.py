@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import sys
@@ -335,50 +334,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | None = None):
-    """The trainer a classified run uses: ``--trainer inprocess``, ``process`` (a side trainer
-    process started and stopped here, models in OUT/models), or the endpoint of a running one."""
-    choice = getattr(args, "trainer", "inprocess")
-    if not config.classified or choice == "inprocess":
-        try:
-            yield None
-        finally:
-            if choice not in ("inprocess", "process") and getattr(args, "stop_trainer", False):
-                from batsched_ml.trainer.client import stop_trainer
+    """The trainer a classified run uses, from its options (:func:`.trainer.lifecycle.trainer`)."""
+    from batsched_ml.trainer.lifecycle import trainer
 
-                stop_trainer(choice)  # a dedicated trainer this run did not need ends with it
-        return
-    from batsched_ml.trainer.client import RemoteTrainer
-    from batsched_ml.trainer.process import TrainerProcess
-
-    params = config.forest
-    store = Path(getattr(args, "trainer_store", None) or out_dir / "models")
-    if config.variant == "class-clairvoyant":  # the true class needs no model
-        params = dataclasses.replace(params, n_estimators=0)
-    process = None
-    if choice == "process":
-        process = TrainerProcess(store, out_dir / "trainer.sqlite", params)
-        endpoint = process.endpoint
-    else:
-        endpoint = choice
-    trainer = RemoteTrainer(
-        endpoint, store, params, deadline=args.trainer_deadline, process=process, run=run
-    )
-    interrupted = False
-    try:
-        if process is not None:
-            trainer.wait_ready(60.0)
-        yield trainer
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        if interrupted and process is not None:  # no polite stop request: it may be training
-            trainer.close()
-            process.kill()
-        else:
-            trainer.close(stop=process is not None or getattr(args, "stop_trainer", False))
-            if process is not None:
-                process.stop()
+    with trainer(
+        config,
+        out_dir,
+        run,
+        choice=getattr(args, "trainer", "inprocess"),
+        store=getattr(args, "trainer_store", None),
+        deadline=getattr(args, "trainer_deadline", 300.0),
+        stop=getattr(args, "stop_trainer", False),
+    ) as chosen:
+        yield chosen
 
 
 def _summary_table(summary: dict) -> str:

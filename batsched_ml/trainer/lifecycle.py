@@ -1,0 +1,76 @@
+"""The trainer of one run, from start to stop: in process, a side trainer process owned by the
+run, or a running trainer at an endpoint.
+
+Kept out of the command line so that ``replay`` and ``serve`` (and anything else that runs a
+classified scheduler) start, wait for and stop a trainer the same way: a process the run started
+is stopped with it (killed, without the polite request, when the run is interrupted, since it may
+be training), and a running trainer is told to stop only when asked (``stop``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from batsched_ml.predict.training import Trainer
+
+
+@contextlib.contextmanager
+def trainer(
+    config: Any,
+    out_dir: Path,
+    run: dict[str, Any] | None = None,
+    *,
+    choice: str = "inprocess",
+    store: str | Path | None = None,
+    deadline: float = 300.0,
+    stop: bool = False,
+) -> Iterator[Trainer | None]:
+    """The trainer a run with ``config`` (a :class:`~batsched_ml.replaying.ReplayConfig`) uses:
+    ``None`` (the scheduler trains in process) for ``choice`` ``"inprocess"`` or a run that
+    does not classify; for ``"process"`` a side trainer process started here (models in
+    ``store``, by default OUT/models, its history in OUT/trainer.sqlite) and stopped at the end;
+    otherwise ``choice`` is the endpoint of a running trainer, stopped at the end if ``stop``.
+    ``run`` is the run identity sent with ``hello``."""
+    if not config.classified or choice == "inprocess":
+        try:
+            yield None
+        finally:
+            if choice not in ("inprocess", "process") and stop:
+                from batsched_ml.trainer.client import stop_trainer
+
+                stop_trainer(choice)  # a dedicated trainer this run did not need ends with it
+        return
+    from batsched_ml.trainer.client import RemoteTrainer
+    from batsched_ml.trainer.process import TrainerProcess
+
+    params = config.forest
+    models = Path(store) if store else out_dir / "models"
+    if config.variant == "class-clairvoyant":  # the true class needs no model
+        params = dataclasses.replace(params, n_estimators=0)
+    process = None
+    if choice == "process":
+        process = TrainerProcess(models, out_dir / "trainer.sqlite", params)
+        endpoint = process.endpoint
+    else:
+        endpoint = choice
+    remote = RemoteTrainer(endpoint, models, params, deadline=deadline, process=process, run=run)
+    interrupted = False
+    try:
+        if process is not None:
+            remote.wait_ready(60.0)
+        yield remote
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        if interrupted and process is not None:  # no polite stop request: it may be training
+            remote.close()
+            process.kill()
+        else:
+            remote.close(stop=process is not None or stop)
+            if process is not None:
+                process.stop()
