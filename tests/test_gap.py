@@ -57,6 +57,8 @@ def test_share_of_the_ceiling():
 
 
 def test_estimate_is_the_mean_with_a_student_t_interval():
+    assert estimate([-0.004]).text() == "0"  # never "-0"
+    assert estimate([-0.006]).text() == "-1"
     one = estimate([3.0])
     assert (one.mean, one.low, one.high, one.n) == (3.0, 3.0, 3.0, 1)
     three = estimate([1.0, 2.0, 3.0])

@@ -58,10 +58,13 @@ class Estimate:
     n: int
 
     def text(self, scale: float = 100.0, digits: int = 0) -> str:
+        mean = f"{self.mean * scale:.{digits}f}"
+        if mean.lstrip("-").strip("0.") == "":  # -0.4 shows as 0, not -0
+            mean = mean.lstrip("-")
         if self.n < 2:
-            return f"{self.mean * scale:.{digits}f}"
+            return mean
         half = (self.high - self.low) / 2 * scale
-        return f"{self.mean * scale:.{digits}f} ± {half:.{digits}f}"
+        return f"{mean} ± {half:.{digits}f}"
 
 
 def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
