@@ -100,6 +100,25 @@ def _add_forest_options(parser: argparse.ArgumentParser) -> None:
         metavar="N|all",
         help="train on the N most recent finished jobs (default %(default)s), or 'all'",
     )
+    parser.add_argument(
+        "--max-samples",
+        type=_share,
+        default=None,
+        metavar="SHARE",
+        help="opt-in: each tree learns from this share of the training set, in (0, 1] "
+        "(default: all of it, as the paper). Faster training, other trees: 0.25 measured "
+        "within 0.1 point of accuracy on KTH-SP2 and SDSC-SP2 (docs/speed.md)",
+    )
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in (0, 1]")
+    return value
 
 
 def _add_force_option(parser: argparse.ArgumentParser) -> None:
@@ -251,6 +270,7 @@ def _cmd_trainer(args: argparse.Namespace) -> int:
         ForestParams(
             n_estimators=args.trees,
             window=args.window,
+            max_samples=args.max_samples,
             divider_quantile=args.divider_quantile,
         ),
         idle_timeout=args.idle_timeout,
@@ -284,7 +304,9 @@ def _config(args: argparse.Namespace):
         starvation_threshold=args.starvation_threshold,
         backfilling=not args.no_backfilling,
         feature_mode=args.feature_mode,
-        forest=ForestParams(n_estimators=args.trees, window=args.window),
+        forest=ForestParams(
+            n_estimators=args.trees, window=args.window, max_samples=args.max_samples
+        ),
     )
 
 

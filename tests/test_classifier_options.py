@@ -315,3 +315,32 @@ def test_the_side_trainer_process_uses_the_runs_divider_quantile(kth_workload, t
         inprocess = (tmp_path / "inprocess" / file).read_bytes()
         assert (tmp_path / "process" / file).read_bytes() == inprocess
         assert (tmp_path / "median" / file).read_bytes() != inprocess
+
+
+def test_max_samples_is_opt_in_and_reaches_the_side_trainer(kth_workload, tmp_path) -> None:
+    """--max-samples trains other trees (another job table), the same in process and in a side
+    trainer process, and is part of the run's identity; without it nothing changes."""
+    import json
+
+    from batsched_ml.cli import main
+    from tests.conftest import workload_head
+
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload_head(kth_workload, 2500)))
+    common = ["replay", str(path), "-q", "--variant", "classification", "--trees", "4"]
+    for name, extra in (
+        ("inprocess", ["--max-samples", "0.25"]),
+        ("process", ["--max-samples", "0.25", "--trainer", "process"]),
+        ("all", []),
+    ):
+        assert main([*common, *extra, "-o", str(tmp_path / name)]) == 0
+    for file in ("jobs.csv", "classification.csv"):
+        inprocess = (tmp_path / "inprocess" / file).read_bytes()
+        assert (tmp_path / "process" / file).read_bytes() == inprocess
+    assert (tmp_path / "all" / "classification.csv").read_bytes() != (
+        tmp_path / "inprocess" / "classification.csv"
+    ).read_bytes()
+    forest = json.loads((tmp_path / "inprocess" / "run.json").read_text())["config"]["forest"]
+    assert forest["max_samples"] == 0.25
+    plain = json.loads((tmp_path / "all" / "run.json").read_text())["config"]["forest"]
+    assert "max_samples" not in plain

@@ -39,6 +39,8 @@ def trainer_command(
         "--idle-timeout",
         "3600",
     ]
+    if params.max_samples is not None:  # opt-in: the whole training set otherwise
+        command += ["--max-samples", repr(params.max_samples)]
     if params.divider_quantile != 0.5:  # the median otherwise, the trainer's default
         command += ["--divider-quantile", repr(params.divider_quantile)]
     return command
