@@ -37,7 +37,7 @@ from typing import Any
 
 from batsched_ml import __version__
 from batsched_ml.errors import UserError
-from batsched_ml.outputs import RUN_FILE, RUN_OUTPUTS
+from batsched_ml.outputs import RUN_FILE, RUN_OUTPUTS, write_json
 
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 
@@ -204,14 +204,8 @@ def mark_interrupted(folder: str | Path, reason: str = "interrupted") -> bool:
     run = read_run(folder)
     if run is None or run.get("status") != RUNNING:
         return False
-    _write_json(Path(folder) / RUN_FILE, {**run, "status": INTERRUPTED, "reason": reason})
+    write_json(Path(folder) / RUN_FILE, {**run, "status": INTERRUPTED, "reason": reason})
     return True
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
 
 
 @dataclass
@@ -234,7 +228,7 @@ class RunFolder:
         }
         if files is not None:
             record["files"] = files
-        _write_json(self.path / RUN_FILE, record)
+        write_json(self.path / RUN_FILE, record)
 
     def finish(self) -> None:
         """Mark the run complete, listing the files it wrote (size and sha256): a folder whose
