@@ -40,3 +40,42 @@ def test_lowest_takes_the_lowest_numbered_free_machines() -> None:
     assert procset_of(lowest(free, 6)) == ProcSet((2, 4), (8, 9), 15)
     assert intervals_of(full_mask(5)) == [(0, 4)]
     assert intervals_of(0) == []
+
+
+def test_procsets_built_from_runs_behave_as_the_public_constructors() -> None:
+    """procset_of stores a mask's runs as the ProcSet's intervals without merging them (its
+    internal form, checked at import): with this procset that fast path is the one taken, and
+    the sets it builds answer every operation as those of ``ProcSet(*intervals)`` do."""
+    from batsched_ml import alloc
+
+    assert alloc._from_runs is alloc._from_runs_direct
+    rng = random.Random(11)
+    for _ in range(300):
+        mask = rng.getrandbits(rng.choice((8, 64, 300)))
+        other = ProcSet(*rng.sample(range(320), rng.randint(0, 40)))
+        runs = intervals_of(mask)
+        fast, public = alloc._from_runs_direct(runs), ProcSet(*runs)
+        assert fast == public and str(fast) == str(public) and len(fast) == len(public)
+        assert fast | other == public | other
+        assert fast & other == public & other
+        assert fast - other == public - other
+        assert fast ^ other == public ^ other
+        assert (fast.min, fast.max) == (public.min, public.max) if public else not fast
+        assert list(fast) == list(public)
+        assert fast.isdisjoint(other) == public.isdisjoint(other)
+
+
+def test_procset_of_falls_back_to_the_public_constructor_when_the_internals_differ(
+    monkeypatch,
+) -> None:
+    """Another procset release keeping its intervals otherwise: the import-time check fails
+    and the public constructor builds the sets."""
+    from batsched_ml import alloc
+
+    def other_internals(runs):
+        procs = ProcSet()
+        procs._itvs = list(reversed(runs))  # not this release's form
+        return procs
+
+    monkeypatch.setattr(alloc, "_from_runs_direct", other_internals)
+    assert not alloc._direct_is_exact()
