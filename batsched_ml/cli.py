@@ -179,8 +179,13 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "(small iff the forest's probability of small exceeds it; 0.5: the forest's vote), "
         "small_order=probability (small jobs by decreasing probability of being small, "
         "rather than by the policy), divider_quantile=0.4 (the divider is this quantile of "
-        "the finished runtimes rather than the median; with --trainer inprocess). See "
-        "docs/classification.md",
+        "the finished runtimes rather than the median; with --trainer inprocess), "
+        "threshold_rule=cost (the threshold chosen each week by the expected cost of false "
+        "small and false large jobs; cost_weeks=4), drift_retrain=true (retrain within the "
+        "week when the last day's error jumps by drift_jump=0.1; with --trainer inprocess), "
+        "leaky_features=all|weekly (LEAKY, for explaining the paper's figures only: features "
+        "from earlier jobs' true classes, finished or not). See docs/classification.md and "
+        "docs/closing-the-gap.md",
     )
     parser.add_argument(
         "--correction",

@@ -206,6 +206,17 @@ class FeatureTracker:
         else:
             self._apply(submission, cls)
 
+    def leak(self, submission: Submission, cls: int, weekly: bool) -> None:
+        """LEAKY (the classifier's ``leaky_features``): record the class of a job *at its
+        submission*, before it has run, as the paper's offline features do: at once
+        (``weekly=False``: the next job of its categories sees it) or at the next week
+        boundary (``weekly=True``). No scheduler knows this; for the study of the paper's
+        figures only."""
+        if weekly:
+            self.pending.append((submission, cls))
+        else:
+            self._apply(submission, cls)
+
     def new_week(self) -> None:
         """Week boundary: in ``weekly`` mode, the jobs finished last week become visible."""
         for submission, cls in self.pending:

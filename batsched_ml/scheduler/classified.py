@@ -52,10 +52,14 @@ be killed, so that the simulation can end.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from batsched_ml import registry
+from batsched_ml.errors import ConfigError
 from batsched_ml.job import Job
 from batsched_ml.predict.features import FeatureTracker, Submission
 from batsched_ml.predict.params import ForestParams
@@ -90,6 +94,20 @@ SMALL_ORDERS = ("policy", "probability")
 PROBABILITY_SCALE = 10**9
 #: the classifier's constructor parameters that are not options (``--classifier-option``)
 NOT_OPTIONS = ("trainer", "calendar", "feature_mode", "clairvoyant", "cap_small")
+#: ``threshold_rule`` values: the fixed ``threshold``, or one chosen each week by expected cost
+THRESHOLD_RULES = ("fixed", "cost")
+#: ``threshold_rule="cost"``: the thresholds searched each week (0.05, 0.10, ..., 0.95)
+COST_GRID = tuple(round(0.05 * k, 2) for k in range(1, 20))
+#: the bounded slowdown's bound (seconds), as in the reports
+BSLD_TAU = 10.0
+#: ``leaky_features`` values. LEAKY: "all" and "weekly" read the runtimes of earlier jobs that
+#: have not finished (the paper's offline features); for the study of the paper's figures only
+LEAKY_FEATURES = ("off", "all", "weekly")
+#: ``drift_retrain``: the error of the jobs finished in the last DRIFT_PERIOD seconds is
+#: compared with the error of all jobs judged so far, once at least DRIFT_MIN_JOBS finished in
+#: it, and the model is retrained at most once per DRIFT_PERIOD
+DRIFT_PERIOD = 86_400.0
+DRIFT_MIN_JOBS = 50
 
 
 @dataclass(slots=True)
@@ -103,6 +121,37 @@ class LogicalJob:
     divider: float | None
     attempts: int = 1
     start: float = 0.0
+    p_small: float | None = None  # the forest's probability (threshold_rule="cost" only)
+    p_large: float | None = None
+    first_start: float | None = None  # the first attempt's start (threshold_rule="cost" only)
+    modelled: bool = False  # classified by a forest (drift_retrain only)
+
+
+@dataclass(slots=True)
+class CostSample:
+    """A finished job as the cost-based threshold sees it: its out-of-sample probabilities
+    (from the model in force at its submission, trained before it finished), runtime,
+    processors, first wait and predicted class, and the week of its submission."""
+
+    week: int
+    p_small: float
+    p_large: float
+    runtime: float
+    res: int
+    wait: float
+    predicted_small: bool
+
+
+@dataclass
+class ThresholdChoice:
+    """One week's threshold under ``threshold_rule="cost"``, and what it was chosen from."""
+
+    week: int
+    threshold: float
+    samples: int
+    wait_gap: float = 0.0  # mean first wait, predicted large minus predicted small (s)
+    queue: float = 0.0  # mean number of waiting jobs at a submission
+    costs: dict[float, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,8 +211,37 @@ class Classifier(Component):
         ``ForestParams.divider_quantile``, which must agree). Below 0.5 fewer jobs are small
         and small jobs are killed sooner.
 
-    ``threshold`` and ``small_order`` need the forest's probabilities: not with the true
-    classes (``clairvoyant``), whose ceiling moves only with ``divider_quantile``.
+    ``threshold_rule`` (``"fixed"``)
+        ``"cost"``: the threshold is chosen at each week boundary, among 0.05, 0.10, ..., 0.95,
+        to minimise the expected cost of the errors it would have made on the jobs of the last
+        ``cost_weeks`` weeks that have finished (:meth:`choose_threshold`; ``threshold`` is
+        then the first weeks' threshold, until enough such jobs are known). What the scheduler
+        knows at that moment only: each finished job's probability from the model in force at
+        its submission (out of sample: that model was trained before the job finished), its
+        runtime, processors and first wait, the new divider and the machine's size.
+    ``cost_weeks`` (4)
+        The weeks of finished jobs the cost is estimated on.
+    ``leaky_features`` (``"off"``): LEAKY, for explaining the paper's figures only
+        ``"all"``: each job's lag and share features count every earlier job of its category,
+        finished or not, with its true class (runtime below the divider in force at its
+        submission), as the paper's offline feature extraction does (section 4.2);
+        ``"weekly"``: every job of the earlier weeks, finished or not (the paper's stated
+        pipeline: features from the previous weeks' jobs, extracted offline from the log). A
+        scheduler cannot know these: the runtimes of jobs still running or waiting leak in.
+        The training set is unchanged (finished jobs only).
+    ``drift_retrain`` (false)
+        A drift monitor (the paper's remark on MetaCentrum): when the share of misclassified
+        jobs among those finished in the last day (at least 50 of them, each judged against
+        the divider of its submission) exceeds the share over every job judged so far by
+        ``drift_jump``, the model is retrained at once on every finished job, without waiting
+        for the week's end; at most once a day. In-process training only (the side trainer
+        trains once a week).
+    ``drift_jump`` (0.1)
+        The jump of the day's error over the long-run error that triggers a retraining.
+
+    ``threshold``, ``small_order`` and ``threshold_rule`` need the forest's probabilities:
+    not with the true classes (``clairvoyant``), whose ceiling moves only with
+    ``divider_quantile``.
     """
 
     def __init__(
@@ -177,6 +255,11 @@ class Classifier(Component):
         threshold: float = 0.5,
         small_order: str = "policy",
         divider_quantile: float = 0.5,
+        threshold_rule: str = "fixed",
+        cost_weeks: int = 4,
+        leaky_features: str = "off",
+        drift_retrain: bool = False,
+        drift_jump: float = 0.1,
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], not {threshold}")
@@ -186,18 +269,44 @@ class Classifier(Component):
             )
         if not 0.0 < divider_quantile < 1.0:
             raise ValueError(f"divider_quantile must be in (0, 1), not {divider_quantile}")
-        if clairvoyant and (threshold != 0.5 or small_order != "policy"):
+        if threshold_rule not in THRESHOLD_RULES:
             raise ValueError(
-                "the true classes have no probability: threshold and small_order do not go "
-                "with class-clairvoyant"
+                f"threshold_rule must be one of {', '.join(THRESHOLD_RULES)}, not "
+                f"{threshold_rule!r}"
+            )
+        if cost_weeks < 1:
+            raise ValueError(f"cost_weeks must be at least 1, not {cost_weeks}")
+        if leaky_features not in LEAKY_FEATURES:
+            raise ValueError(
+                f"leaky_features must be one of {', '.join(LEAKY_FEATURES)}, not {leaky_features!r}"
+            )
+        if not 0.0 < drift_jump < 1.0:
+            raise ValueError(f"drift_jump must be in (0, 1), not {drift_jump}")
+        if clairvoyant and (
+            threshold != 0.5
+            or small_order != "policy"
+            or threshold_rule != "fixed"
+            or leaky_features != "off"
+            or drift_retrain
+        ):
+            raise ValueError(
+                "the true classes have no probability: threshold, small_order, threshold_rule, "
+                "leaky_features and drift_retrain do not go with class-clairvoyant"
             )
         self.clairvoyant = clairvoyant
         self.cap_small = cap_small
         self.threshold = threshold
         self.small_order = small_order
         self.divider_quantile = divider_quantile
+        self.threshold_rule = threshold_rule
+        self.cost_weeks = cost_weeks
+        self.leaky_features = leaky_features
+        self._cost = threshold_rule == "cost"
+        self._cost_samples: list[CostSample] = []
+        self._queue_seen: dict[int, tuple[int, int]] = {}  # week -> (sum of queue lengths, n)
+        self.threshold_choices: list[ThresholdChoice] = []
         # the forest's own vote (predict_one), as always, unless an option needs probabilities
-        self._vote = threshold == 0.5 and small_order == "policy"
+        self._vote = threshold == 0.5 and small_order == "policy" and not self._cost
         if trainer is None:
             trainer = InProcessTrainer(ForestParams(divider_quantile=divider_quantile))
         else:
@@ -207,7 +316,24 @@ class Classifier(Component):
                 raise ValueError(
                     f"the trainer's divider is the {theirs} quantile, not {divider_quantile}"
                 )
+        # a trainer that can train a model any time (not once a week, as the side trainer)
+        anytime = getattr(trainer, "trains_any_time", isinstance(trainer, InProcessTrainer))
+        if drift_retrain and not anytime:
+            raise ConfigError(
+                "drift_retrain retrains within a week: the in-process trainer only "
+                "(--trainer inprocess)"
+            )
         self.trainer: Trainer = trainer
+        self.drift_retrain = drift_retrain
+        self.drift_jump = drift_jump
+        self._recent: deque[tuple[float, bool]] = deque()  # (finish time, misclassified)
+        self._recent_errors = 0
+        self._judged = 0
+        self._errors = 0
+        self._last_fit = 0.0
+        #: (time, the day's error, the long-run error) of each early retraining
+        self.drift_retrains: list[tuple[float, float, float]] = []
+        self.drift_train_seconds = 0.0  # their training time (not in :attr:`weeks`)
         self.tracker = _tracker(calendar or {}, feature_mode)
         self.week = -1
         self.model = WeeklyModel(week=0, divider=None, predictor=None)
@@ -226,11 +352,14 @@ class Classifier(Component):
         week = week_of(message.now)
         if week > self.week:
             self._new_week(week)
+            self._last_fit = message.now
 
     def _new_week(self, week: int) -> None:
         self.week = week
         self.tracker.new_week()
         self.model = self.trainer.model_for(week)
+        if self._cost:
+            self._choose_weekly_threshold(week)
         self.weeks.append(
             WeekInfo(
                 week,
@@ -266,6 +395,13 @@ class Classifier(Component):
         estimate = entry.est
         submission = self.tracker.submit(job)
         divider = self.model.divider
+        if self.leaky_features != "off":  # LEAKY: the job's true class, known at once
+            profile = self.scheduler.profile_of(job, event) or {}
+            runtime = float(profile.get("delay", 0.0))
+            if job.walltime is not None:
+                runtime = min(runtime, float(job.walltime))
+            cls = 1 if divider is not None and runtime < divider else 0
+            self.tracker.leak(submission, cls, self.leaky_features == "weekly")
         if self.clairvoyant:
             profile = self.scheduler.profile_of(job, event) or {}
             small = divider is not None and float(profile.get("delay", 0.0)) < divider
@@ -279,7 +415,56 @@ class Classifier(Component):
             entry.est = min(estimate, divider)
         entry.rank_est = estimate
         entry.rank = rank
-        self.logical[job.id] = LogicalJob(job, submission, self.week, small, divider)
+        info = LogicalJob(job, submission, self.week, small, divider)
+        self.logical[job.id] = info
+        if self.drift_retrain:
+            info.modelled = self.model.predictor is not None
+        if self._cost:
+            if self.model.predictor is not None:
+                info.p_large, info.p_small = self.model.probabilities(submission.features)
+            total, count = self._queue_seen.get(self.week, (0, 0))
+            self._queue_seen[self.week] = (total + len(self.scheduler.waiting), count + 1)
+
+    # --- the drift monitor ---------------------------------------------------------------
+
+    def _watch_drift(self, now: float, error: bool) -> None:
+        recent = self._recent
+        recent.append((now, error))
+        self._recent_errors += error
+        self._judged += 1
+        self._errors += error
+        while recent[0][0] <= now - DRIFT_PERIOD:
+            self._recent_errors -= recent.popleft()[1]
+        if len(recent) < DRIFT_MIN_JOBS or now - self._last_fit < DRIFT_PERIOD:
+            return
+        day = self._recent_errors / len(recent)
+        overall = self._errors / self._judged
+        if day > overall + self.drift_jump:
+            self.model = self.trainer.model_for(self.week)
+            self.drift_train_seconds += self.model.train_seconds
+            self._last_fit = now
+            self.drift_retrains.append((now, day, overall))
+            recent.clear()
+            self._recent_errors = 0
+
+    # --- the cost-based weekly threshold --------------------------------------------------
+
+    def _choose_weekly_threshold(self, week: int) -> None:
+        oldest = week - self.cost_weeks
+        self._cost_samples = [s for s in self._cost_samples if s.week >= oldest]
+        for seen in [w for w in self._queue_seen if w < oldest]:
+            del self._queue_seen[seen]
+        total = sum(t for t, _ in self._queue_seen.values())
+        count = sum(n for _, n in self._queue_seen.values())
+        queue = total / count if count else 0.0
+        choice = choose_threshold(
+            self._cost_samples, self.model.divider, self.scheduler.nb_machines, queue
+        )
+        if choice is None:  # too few samples: the threshold in force stays
+            choice = ThresholdChoice(week, self.threshold, len(self._cost_samples))
+        choice.week = week
+        self.threshold = choice.threshold
+        self.threshold_choices.append(choice)
 
     def _classify(self, features: list[float]) -> tuple[bool, int]:
         """The class (small?) and queue rank of a job under ``threshold`` and ``small_order``."""
@@ -298,6 +483,8 @@ class Classifier(Component):
         info = self.info(entry.job.id)
         if info is not None:
             info.start = now
+            if info.first_start is None:
+                info.first_start = now
         return []
 
     def on_completed(self, running: RunningJob, event: JobCompleted, now: float) -> None:
@@ -311,13 +498,84 @@ class Classifier(Component):
         if info.submission is not None:
             divider = self.model.divider
             cls = 1 if divider is not None and runtime < divider else 0
-            self.tracker.finished(info.submission, cls)
+            if self.leaky_features == "off":  # (leaky: the tracker knew it at submission)
+                self.tracker.finished(info.submission, cls)
             self.trainer.add_finished(info.submission.features, runtime, info.week)
+        if info.modelled and info.divider is not None:
+            self._watch_drift(now, info.small != (runtime < info.divider))
+        if info.p_small is not None and info.p_large is not None:
+            first = info.first_start if info.first_start is not None else now
+            self._cost_samples.append(
+                CostSample(
+                    info.week,
+                    info.p_small,
+                    info.p_large,
+                    runtime,
+                    info.job.res,
+                    first - info.job.subtime,
+                    info.small,
+                )
+            )
         self.records.append(
             ClassificationRecord(
                 original, info.week, info.divider, info.small, runtime, info.attempts
             )
         )
+
+
+#: fewer finished jobs with a probability than this, or no job of either predicted class: the
+#: threshold stays where it is
+COST_MIN_SAMPLES = 100
+
+
+def choose_threshold(
+    samples: list[CostSample],
+    divider: float | None,
+    machines: int,
+    queue: float,
+) -> ThresholdChoice | None:
+    """The threshold (of :data:`COST_GRID`) with the least expected cost on ``samples``, in
+    bounded slowdown summed over jobs (bound :data:`BSLD_TAU`); ``None`` when the samples
+    cannot tell (the threshold in force stays). Each sample's true class is its runtime
+    against the new ``divider``.
+
+    - A **false large** (a truly small job left in the large queue) waits the large queue's
+      extra wait ``G``: the mean first wait of the sampled jobs predicted large minus that of
+      those predicted small (at least 0). Its cost is ``G / max(runtime, tau)``.
+    - A **false small** (a truly large job classified small) is killed at the divider and
+      resubmitted: it loses a divider-length run, ``divider / max(runtime, tau)`` of its own
+      bounded slowdown, and the ``divider x processors`` it held are wasted for the others:
+      ``divider x processors / machines`` seconds of machine time that every waiting job
+      waits longer, ``queue`` jobs (the mean queue length at a submission) of mean
+      ``1 / max(runtime, tau)`` (over the samples).
+
+    A job is small at threshold ``t`` when ``(1 - t) p_small > t p_large``, as the classifier
+    decides; among equal costs the threshold nearest 0.5 wins (the paper's vote)."""
+    if divider is None or machines <= 0 or len(samples) < COST_MIN_SAMPLES:
+        return None
+    p_small = np.array([s.p_small for s in samples])
+    p_large = np.array([s.p_large for s in samples])
+    runtime = np.array([s.runtime for s in samples])
+    res = np.array([s.res for s in samples], dtype=float)
+    wait = np.array([s.wait for s in samples])
+    predicted = np.array([s.predicted_small for s in samples])
+    if predicted.all() or not predicted.any():
+        return None
+    gap = max(0.0, float(wait[~predicted].mean() - wait[predicted].mean()))
+    bounded = np.maximum(runtime, BSLD_TAU)
+    small = runtime < divider
+    false_large_cost = gap / bounded
+    others = queue * float((1.0 / bounded).mean())
+    false_small_cost = divider / bounded + divider * res / machines * others
+    costs: dict[float, float] = {}
+    for t in COST_GRID:
+        called_small = (1.0 - t) * p_small > t * p_large
+        costs[t] = float(
+            false_small_cost[called_small & ~small].sum()
+            + false_large_cost[~called_small & small].sum()
+        )
+    best = min(COST_GRID, key=lambda t: (costs[t], abs(t - 0.5)))
+    return ThresholdChoice(0, best, len(samples), gap, queue, costs)
 
 
 class Safeguard(Component):
