@@ -1,6 +1,7 @@
 """What SimGrid's floating-point clock costs a whole replay (issue 17): the same command run by
-this checkout and by earlier revisions, in turn (A B C A B C ...), median wall time, the median
-of the pairwise ratios this checkout / each revision, and each side's peak memory::
+this checkout and by earlier revisions, in turn (A B C A B C ...), median wall and user CPU
+times, the medians of the pairwise ratios this checkout / each revision (wall and user CPU: on
+a shared machine the CPU time scatters less), and each side's peak memory::
 
     python benchmarks/bench_exact_clock.py                       # full HPC2N, FCFS-EASY, 3 runs
     python benchmarks/bench_exact_clock.py --base 32fe01f --runs 5 --trace KTH-SP2-1996-2.1-cln
@@ -32,15 +33,15 @@ from _common import TRACES, need
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and the child's peak resident memory in MiB."""
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall seconds, the child's user CPU seconds and its peak resident memory in MiB."""
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)  # the child's own rusage
     seconds = time.perf_counter() - started
     if status != 0:
         sys.exit(f"failed ({status}): {' '.join(command)}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -76,6 +77,7 @@ def main() -> None:
                 trees.append(tree)
                 sides[f"revision {revision}"] = (tree, Path(tmp) / f"out{index}")
             seconds: dict[str, list[float]] = {name: [] for name in sides}
+            user: dict[str, list[float]] = {name: [] for name in sides}
             peaks: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(args.runs):
                 for name, (code, out) in sides.items():
@@ -83,17 +85,32 @@ def main() -> None:
                     command += ["-q", "--force", "-o", str(out)]
                     # the measured code, not an installed copy, whatever the current folder
                     env = {**os.environ, "PYTHONPATH": str(code)}
-                    wall, peak = timed(command, code, env)
+                    wall, cpu, peak = timed(command, code, env)
                     seconds[name].append(wall)
+                    user[name].append(cpu)
                     peaks[name].append(peak)
             print(f"{args.trace}, FCFS-EASY, whole command, {args.runs} runs in turn (median):")
             first = next(iter(sides))
             for name in sides:
                 ratios = [x / y for x, y in zip(seconds[first], seconds[name], strict=True)]
+                cpu_ratios = [x / y for x, y in zip(user[first], user[name], strict=True)]
                 print(
                     f"  {name:>22}: {statistics.median(seconds[name]):6.1f} s, "
+                    f"user CPU {statistics.median(user[name]):6.1f} s, "
                     f"peak {statistics.median(peaks[name]):5.0f} MiB"
-                    + ("" if name == first else f", {first} / it {statistics.median(ratios):.2f}")
+                    + (
+                        ""
+                        if name == first
+                        else f", {first} / it: wall {statistics.median(ratios):.2f}, "
+                        f"user CPU {statistics.median(cpu_ratios):.2f}"
+                    )
+                )
+            for name in sides:
+                print(
+                    f"  {name:>22} per run: wall "
+                    + " ".join(f"{x:.1f}" for x in seconds[name])
+                    + ", user CPU "
+                    + " ".join(f"{x:.1f}" for x in user[name])
                 )
             for name in list(sides)[1:]:
                 same = filecmp.cmp(

@@ -4,7 +4,7 @@ Three kinds of checks:
 
 * the kernel's fast ``run`` and ``solve`` (a put's or a get's wait registered with it, sleeps
   of 2**14 s or more skipped on a transfer's 1e-12 s step, the sleeps kept sorted by remaining
-  duration) give exactly what a plain, line-by-line transcription of SimGrid's ``run`` and
+  duration), and the compiled kernel (``_ckernel.c``), give exactly what a plain, line-by-line transcription of SimGrid's ``run`` and
   ``solve`` gives, on random workloads built to drift (bursts of equal submission times, long
   overlapping sleeps, times large enough for the clock's ulp to exceed 1e-9);
 * the emulated arithmetic's own invariants on such workloads, while hunting for splits (a
@@ -35,6 +35,7 @@ from batsched_ml.sim import simgrid, simulator
 from batsched_ml.sim.loop import SerialFcfs
 from batsched_ml.sim.simgrid import COMM_RATE, TIMING_PRECISION, WORK_PRECISION, Comm, Kernel
 from batsched_ml.sim.simulator import BatsimSimulator, json_time
+from tests.test_sim_kernel import KERNELS, compiled_kernel, kernel_named
 
 
 class NaiveKernel(Kernel):
@@ -104,8 +105,22 @@ class NaiveKernel(Kernel):
             if not self.solve():
                 return
 
+    # its own sleeps: a list in creation order, each with its remaining duration
+    def _sleep(self, actor: simgrid.Actor, duration: float) -> None:
+        if not hasattr(self, "plain_sleeps"):
+            self.plain_sleeps: list[PlainSleep] = []
+        sleep = PlainSleep(next(self._keys), float(duration), actor)
+        actor.sleep = sleep  # type: ignore[assignment]
+        self.plain_sleeps.append(sleep)
+
+    def _cancel(self, sleep: Any) -> None:
+        self.plain_sleeps.remove(sleep)
+
+    def remaining(self, sleep: Any) -> float:
+        return sleep.m
+
     def solve(self) -> bool:
-        sleeps = sorted([*self._short.values(), *self._long.values()], key=lambda s: s.key)
+        sleeps = list(getattr(self, "plain_sleeps", []))
         comm = self._comm
         step = -1.0
         if comm is not None:
@@ -130,12 +145,9 @@ class NaiveKernel(Kernel):
             m = action.m - step
             if m < TIMING_PRECISION:
                 ended.append(action)
-                self._short.pop(action.key, None)
-                self._long.pop(action.key, None)
+                self.plain_sleeps.remove(action)
             else:
                 action.m = m
-        remaining = [*self._short.values(), *self._long.values()]
-        self._order = sorted(remaining, key=lambda s: s.m)  # the lowest first, for _sleep
         for action in ended:
             if isinstance(action, Comm):
                 action.done = True
@@ -148,6 +160,15 @@ class NaiveKernel(Kernel):
                 action.actor.answer = None
                 self.to_run.append(action.actor)
         return True
+
+
+class PlainSleep:
+    """A sleep action of the plain kernel: its key, its remaining duration, its actor."""
+
+    def __init__(self, key: int, m: float, actor: simgrid.Actor) -> None:
+        self.key = key
+        self.m = m
+        self.actor = actor
 
 
 def drift_prone_workload(rng: random.Random, jobs: int) -> dict[str, Any]:
@@ -170,7 +191,7 @@ def drift_prone_workload(rng: random.Random, jobs: int) -> dict[str, Any]:
     return {"nb_res": nb_res, "jobs": rows, "profiles": profiles}
 
 
-def run(workload: dict[str, Any], kernel: type[Kernel], monkeypatch) -> tuple[list, list, Any]:
+def run(workload: dict[str, Any], kernel: Any, monkeypatch) -> tuple[list, list, Any]:
     monkeypatch.setattr(simulator, "Kernel", kernel)
     sim = BatsimSimulator([workload], [f"host{i}" for i in range(workload["nb_res"])])
     scheduler = SerialFcfs(workload["nb_res"])
@@ -190,12 +211,13 @@ def run(workload: dict[str, Any], kernel: type[Kernel], monkeypatch) -> tuple[li
 def test_fast_solve_is_simgrids_plain_solve(seed: int, jobs: int) -> None:
     workload = drift_prone_workload(random.Random(seed), jobs)
     with pytest.MonkeyPatch.context() as patch:
-        fast = run(workload, Kernel, patch)
-    with pytest.MonkeyPatch.context() as patch:
         plain = run(workload, NaiveKernel, patch)
-    assert fast[0] == plain[0]  # every message, event by event
-    assert fast[1] == plain[1]  # jobs.csv
-    assert fast[2] == plain[2]  # SimGrid's clock at every message, bit for bit
+    for kernel in (Kernel, compiled_kernel()):  # the Python kernel and the compiled one
+        with pytest.MonkeyPatch.context() as patch:
+            fast = run(workload, kernel, patch)
+        assert fast[0] == plain[0]  # every message, event by event
+        assert fast[1] == plain[1]  # jobs.csv
+        assert fast[2] == plain[2]  # SimGrid's clock at every message, bit for bit
 
 
 class KillingFcfs(SerialFcfs):
@@ -238,7 +260,7 @@ class KillingFcfs(SerialFcfs):
 def test_fast_kernel_with_kills_and_calls_is_the_plain_one(seed: int, jobs: int) -> None:
     workload = drift_prone_workload(random.Random(seed), jobs)
     results = []
-    for kernel in (Kernel, NaiveKernel):
+    for kernel in (Kernel, compiled_kernel(), NaiveKernel):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(simulator, "Kernel", kernel)
             hosts = [f"host{i}" for i in range(workload["nb_res"])]
@@ -256,14 +278,16 @@ def test_fast_kernel_with_kills_and_calls_is_the_plain_one(seed: int, jobs: int)
                     error = str(exc)
                     break
             results.append((messages, sim.rows, clocks, sim.steps, error))
-    assert results[0] == results[1]
+    assert results[0] == results[2]
+    assert results[1] == results[2]
 
 
-def test_hunting_splits_keeps_the_arithmetics_invariants(monkeypatch) -> None:
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_hunting_splits_keeps_the_arithmetics_invariants(kernel_name: str, monkeypatch) -> None:
     splits = drifted = 0
     for seed in range(40):
         workload = drift_prone_workload(random.Random(seed), 80)
-        messages, rows, clocks = run(workload, Kernel, monkeypatch)
+        messages, rows, clocks = run(workload, kernel_named(kernel_name), monkeypatch)
         subtime = {f"w0!{job['id']}": job["subtime"] for job in workload["jobs"]}
         delay = {f"w0!{j['id']}": float(j["profile"].split("_")[1]) for j in workload["jobs"]}
         previous_now = -1.0
@@ -326,14 +350,16 @@ def test_a_sleep_loses_each_step_with_its_own_rounding() -> None:
         for _ in range(10):
             kernel._start(Comm(True, None))
             assert kernel.solve()
-        assert actor.sleep is not None and actor.sleep.m == 2147.0 - 10 * 2.0**-40
+        assert actor.sleep is not None
+        assert kernel.remaining(actor.sleep) == 2147.0 - 10 * 2.0**-40
         assert kernel.solve() and actor.sleep is None
         assert kernel.now == end
 
 
-def test_a_sleep_below_the_precision_still_takes_a_step() -> None:
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_a_sleep_below_the_precision_still_takes_a_step(kernel_name: str) -> None:
     """sleep_for(9.09e-13) only warns in SimGrid: the actor wakes one step later."""
-    kernel = Kernel()
+    kernel = kernel_named(kernel_name)()
     kernel.now = 7860.0 - 2.0**-40
 
     def sleeper():
@@ -344,10 +370,11 @@ def test_a_sleep_below_the_precision_still_takes_a_step() -> None:
     assert kernel.now == 7860.0 and kernel.steps == 1
 
 
-def test_sleeps_closer_than_the_precision_end_together() -> None:
+@pytest.mark.parametrize("kernel_name", KERNELS)
+def test_sleeps_closer_than_the_precision_end_together(kernel_name: str) -> None:
     """double_update: a remaining duration below 1e-9 after a step is 0, so the two sleeps
     end in one step and their actors wake in the order the sleeps were created."""
-    kernel = Kernel()
+    kernel = kernel_named(kernel_name)()
     woke: list[str] = []
 
     def sleeper(name: str, duration: float):

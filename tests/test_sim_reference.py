@@ -8,10 +8,11 @@ import json
 import pytest
 
 from batsched_ml.protocol.codec import message_from_dict, message_to_dict
-from batsched_ml.sim import jobs_csv
+from batsched_ml.sim import jobs_csv, simulator
 from batsched_ml.sim.simulator import BatsimSimulator, InvalidDecision
 from batsched_ml.workload.platform import compute_host_names
 from tests.conftest import load_case
+from tests.test_sim_kernel import KERNELS, kernel_named
 
 EXACT_CASES = [
     "fcfs_small",
@@ -21,6 +22,13 @@ EXACT_CASES = [
     "reject",
     "clock_drift",
 ]
+
+
+@pytest.fixture(params=KERNELS)
+def kernel(request, monkeypatch) -> str:
+    """Each recording through both kernels: the Python reference and the compiled one."""
+    monkeypatch.setattr(simulator, "Kernel", kernel_named(request.param))
+    return request.param
 
 
 def _simulator(case) -> BatsimSimulator:
@@ -47,7 +55,7 @@ def _replay(case) -> tuple[BatsimSimulator, list[dict]]:
 
 
 @pytest.mark.parametrize("name", EXACT_CASES)
-def test_simulator_emits_the_recorded_events(name: str) -> None:
+def test_simulator_emits_the_recorded_events(name: str, kernel: str) -> None:
     case = load_case(name)
     sim, emitted = _replay(case)
     recorded = [r["msg"] for r in case.records if r["dir"] == "batsim->sched"]
@@ -64,7 +72,7 @@ def test_simulator_emits_the_recorded_events(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", EXACT_CASES)
-def test_simulator_writes_batsims_jobs_csv(name: str, tmp_path) -> None:
+def test_simulator_writes_batsims_jobs_csv(name: str, kernel: str, tmp_path) -> None:
     case = load_case(name)
     sim, _ = _replay(case)
     out = tmp_path / "jobs.csv"
@@ -72,7 +80,7 @@ def test_simulator_writes_batsims_jobs_csv(name: str, tmp_path) -> None:
     assert out.read_text() == case.jobs_csv()
 
 
-def test_simulator_rejects_the_recorded_invalid_decision() -> None:
+def test_simulator_rejects_the_recorded_invalid_decision(kernel: str) -> None:
     case = load_case("invalid_decision")
     sim = _simulator(case)
     sim.start()
@@ -97,7 +105,7 @@ def test_begins_lists_every_profile_of_the_workload() -> None:
     )
 
 
-def test_clock_drift_splits_the_burst_at_7860_like_batsim() -> None:
+def test_clock_drift_splits_the_burst_at_7860_like_batsim(kernel: str) -> None:
     """SimGrid's clock wakes the submitter one ulp (2**-40 s) before 7860: ``w0!14`` leaves
     alone, ``w0!15``-``w0!17`` and the NOTIFY follow in the next message, both at 7860."""
     case = load_case("clock_drift")
@@ -123,7 +131,7 @@ def test_the_copies_are_the_recordings() -> None:
 
 
 @pytest.mark.long
-def test_ctc_sp2_whole_trace_is_real_batsims() -> None:
+def test_ctc_sp2_whole_trace_is_real_batsims(kernel: str) -> None:
     """The whole CTC-SP2 recording (real Batsim 4.2.1, 77,205 jobs, FCFS-EASY): fed its
     decisions, the simulator sends every one of its 152,547 messages and writes its job table
     byte for byte (SimGrid's clock splits and reorders same-instant events there)."""

@@ -36,14 +36,34 @@ rule it mirrors (sources: SimGrid tag v3.32):
 The kernel is pure: actors are generators that yield simcalls (tuples below); an actor may also
 yield ``(EXCHANGE, message)`` to hand a message to the outside world (the REQ-REP actor's ZeroMQ
 exchange, which takes no simulated time), which :meth:`Kernel.run` yields to its caller.
+
+**Two implementations.** :class:`Kernel` below is the reference. ``_ckernel.c`` is the same
+kernel compiled (built from source at install, optional: :func:`kernel_class` falls back to
+this one without it, or with ``BATSCHED_ML_KERNEL=python``): on the full HPC2N replay the
+kernel is 1.29 million clock steps and 2.8 million simcalls, whose bookkeeping (the sub-rounds,
+the mailbox, each sleep's ``m - step`` at each step) is most of the simulator's time in Python.
+It keeps every rule above with the same double operations in the same order, so the clock and
+every remaining duration are the same bits: ``now += step``, ``m - step`` for every sleep (all
+of them, SimGrid's own loop: the Python kernel's skip of the durations above 2**14 s is exact
+and needs no copy), ``remains - rate * step`` compiled with ``-ffp-contract=off`` (no fused
+multiply-add, whose single rounding would differ), the same comparisons with the same
+precisions, ties of equal durations broken the same way (``bisect_right``, then creation
+order). The actors stay Python generators, resumed with ``PyIter_Send``. The tests run every
+recording, the property tests and the whole ``ctc_sp2_full`` transcript with both kernels;
+a build made from another ``_ckernel.c`` (an editable install not rebuilt) is not used.
 """
 
 from __future__ import annotations
 
-from bisect import insort
+import hashlib
+import os
+import warnings
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Generator
-from typing import Any
+from itertools import count
+from pathlib import Path
+from typing import Any, cast
 
 SLEEP, PUT, GET, CREATE, KILL, EXCHANGE = range(6)
 
@@ -106,36 +126,39 @@ class Comm:
 
 
 class Sleep:
-    """A sleep action: its remaining ``max_duration`` and the actor waiting for it."""
+    """A sleep action: its creation key and the actor waiting for it. Its remaining
+    ``max_duration`` lives in the kernel's sorted list (:meth:`Kernel.remaining`)."""
 
-    __slots__ = ("actor", "key", "m")
+    __slots__ = ("actor", "key")
 
-    def __init__(self, key: int, m: float, actor: Actor) -> None:
+    def __init__(self, key: int, actor: Actor) -> None:
         self.key = key
-        self.m = m
         self.actor = actor
 
 
 class Kernel:
     """The scheduling rounds, the clock and the actions; see the module's design note.
 
-    Sleeps live in two dicts, in creation order: ``_long`` (remaining > 2**14, which a
-    transfer's step cannot move) and ``_short``; and in ``_order``, sorted by remaining
-    duration. Every sleep loses the same steps and rounding is monotonic (``fl(a - s) <=
-    fl(b - s)`` when ``a <= b``), so the order between two sleeps never changes: ``_order``
-    stays sorted without being sorted again, its first sleep is the lowest, and the sleeps a
-    step ends (those left below the precision) are a prefix of it.
+    The sleeps are two parallel lists sorted by remaining duration, lowest first: ``_ms``,
+    the remaining durations as plain floats, and ``_sleeps``, the sleep actions. Every sleep
+    loses the same steps and rounding is monotonic (``fl(a - s) <= fl(b - s)`` when ``a <=
+    b``), so the order between two sleeps never changes: the lists stay sorted without being
+    sorted again, the first is the lowest, and the sleeps a step ends (those left below the
+    precision) are a prefix. A step is one list comprehension over ``_ms`` (the same
+    ``m - step`` as ``double_update``, in C's loop instead of an attribute update per sleep);
+    a step shorter than 2**-39 s (a transfer's 1e-12 s) leaves every duration above 2**14 s
+    unchanged (``fl(m - step) == m``: less than half their ulp), so it only goes over the
+    prefix at or below 2**14.
     """
 
     def __init__(self) -> None:
         self.now = 0.0
         self.to_run: list[Actor] = []
         self.mailboxes: dict[str, deque[Comm]] = {}
-        self._short: dict[int, Sleep] = {}
-        self._long: dict[int, Sleep] = {}
-        self._order: list[Sleep] = []
+        self._ms: list[float] = []
+        self._sleeps: list[Sleep] = []
         self._comm: Comm | None = None  # the transfer under way (Batsim has one receiver)
-        self._keys = 0
+        self._keys = count()
         self.steps = 0
 
     # --- actors -----------------------------------------------------------------------
@@ -158,12 +181,18 @@ class Kernel:
         communication are then in the same order (the order their puts and gets were
         handled), the communication cannot have ended in between, and the actor wakes with
         the payload when it ends, as after the wait.
+
+        A mailbox's pending requests are all of one direction (a request that finds an
+        opposite one matches it), so only its first needs looking at.
         """
         mailboxes = self.mailboxes
+        solve = self.solve
+        sleep = self._sleep
         while True:
-            while self.to_run:
-                ran = self.to_run
-                self.to_run = []
+            ran = self.to_run
+            while ran:
+                self.to_run = to_run = []
+                calls = []
                 for actor in ran:
                     try:
                         call = actor.gen.send(actor.answer)
@@ -174,37 +203,37 @@ class Kernel:
                         actor.dead = True
                         actor.gen = _DEAD
                         actor.answer = None
-                        actor.call = None
                         continue
-                    actor.call = call
-                to_run = self.to_run
-                for actor in ran:
-                    pending = actor.call
-                    if pending is None:
-                        continue
-                    actor.call = None
-                    call = pending
+                    calls.append((actor, call))
+                for actor, call in calls:
                     kind = call[0]
-                    if kind in (PUT, GET):
-                        is_send = kind == PUT
+                    if kind == PUT:
                         box = mailboxes.get(call[1])
                         if box is None:
                             box = mailboxes[call[1]] = deque()
-                        for comm in box:
-                            if comm.is_send != is_send:
-                                box.remove(comm)
-                                if is_send:
-                                    comm.payload = call[2]
-                                self._start(comm)
-                                break
+                        if box and not box[0].is_send:
+                            comm = box.popleft()
+                            comm.payload = call[2]
+                            self._start(comm)
                         else:
-                            comm = Comm(is_send, call[2] if is_send else None)
+                            comm = Comm(True, call[2])
+                            box.append(comm)
+                        comm.waiting.append(actor)
+                    elif kind == GET:
+                        box = mailboxes.get(call[1])
+                        if box is None:
+                            box = mailboxes[call[1]] = deque()
+                        if box and box[0].is_send:
+                            comm = box.popleft()
+                            self._start(comm)
+                        else:
+                            comm = Comm(False)
                             box.append(comm)
                         comm.waiting.append(actor)
                     elif kind == SLEEP:
                         # s4u::this_actor::sleep_for: a no-op for durations <= 0 (the caller
                         # checks).
-                        self._sleep(actor, call[1])
+                        sleep(actor, call[1])
                     elif kind == CREATE:
                         new = Actor(call[1], call[2])
                         to_run.append(new)  # ActorImpl::start: appended to the run list
@@ -224,31 +253,37 @@ class Kernel:
                         to_run.append(actor)
                     else:  # pragma: no cover - a bug in an actor
                         raise KernelError(f"unknown simcall {call!r} from {actor.name}")
-            if not self.solve():
+                ran = to_run
+            if not solve():
                 return
 
     def _sleep(self, actor: Actor, duration: float) -> None:
-        key = self._keys
-        self._keys = key + 1
         duration = float(duration)
-        sleep = Sleep(key, duration, actor)
+        sleep = Sleep(next(self._keys), actor)
         actor.sleep = sleep
-        if duration > _UNMOVED_FROM:
-            self._long[key] = sleep
-        else:
-            self._short[key] = sleep
-        insort(self._order, sleep, key=_remaining)
+        ms = self._ms
+        # after the equal ones: equal durations end in the same step, ordered by key there
+        index = bisect_right(ms, duration)
+        ms.insert(index, duration)
+        self._sleeps.insert(index, sleep)
 
     def _cancel(self, sleep: Sleep) -> None:
-        self._short.pop(sleep.key, None)
-        self._long.pop(sleep.key, None)
-        self._order.remove(sleep)
+        index = self._sleeps.index(sleep)
+        del self._sleeps[index]
+        del self._ms[index]
+
+    def has_pending(self, name: str) -> bool:
+        """Whether the mailbox ``name`` holds requests not yet matched."""
+        return bool(self.mailboxes.get(name))
+
+    def remaining(self, sleep: Sleep) -> float:
+        """A pending sleep's remaining ``max_duration``."""
+        return self._ms[self._sleeps.index(sleep)]
 
     def _start(self, comm: Comm) -> None:
         if self._comm is not None:
             raise KernelError("two transfers at once: bandwidth sharing is not modelled")
-        comm.key = self._keys
-        self._keys += 1
+        comm.key = next(self._keys)
         self._comm = comm
 
     # --- time ---------------------------------------------------------------------------
@@ -256,61 +291,61 @@ class Kernel:
     def solve(self) -> bool:
         """One step of the clock; False when nothing can happen any more."""
         comm = self._comm
-        order = self._order
+        ms = self._ms
         if comm is not None:
-            step = comm.remains / COMM_RATE if comm.remains > 0 else 0.0
-            if order and order[0].m < step:
-                step = order[0].m
-        elif order:
-            step = order[0].m
+            remains = comm.remains
+            step = remains / COMM_RATE if remains > 0 else 0.0
+            if ms and ms[0] < step:
+                step = ms[0]
+        elif ms:
+            step = ms[0]
         else:
             return False
         self.steps += 1
         self.now += step
-        ended: list[Any] = []
+        to_run = self.to_run
+        ended: list[Any] | None = None
+        if ms:
+            if step >= _TINY_STEP:
+                ms[:] = [m - step for m in ms]
+            else:
+                # durations above 2**14 are unchanged: only the prefix at or below it moves
+                moved = bisect_right(ms, _UNMOVED_FROM)
+                if moved == len(ms):
+                    ms[:] = [m - step for m in ms]
+                elif moved:
+                    ms[:moved] = [m - step for m in ms[:moved]]
+            if ms[0] < TIMING_PRECISION:
+                # the sleeps this step ends: a prefix of the order
+                done = 1
+                total = len(ms)
+                while done < total and ms[done] < TIMING_PRECISION:
+                    done += 1
+                sleeps = self._sleeps
+                ended = sleeps[:done]
+                del ms[:done]
+                del sleeps[:done]
         if comm is not None:
             remains = comm.remains - COMM_RATE * step
             if remains < WORK_PRECISION:
-                ended.append(comm)
                 self._comm = None
+                comm.done = True
+                if ended is None:  # the common step: a transfer ends, and nothing else
+                    payload = comm.payload
+                    for waiting in comm.waiting:
+                        waiting.answer = payload
+                        to_run.append(waiting)
+                    comm.waiting = []
+                    return True
+                ended.append(comm)
             else:
                 comm.remains = remains
-        if order:
-            precision = TIMING_PRECISION
-            short = self._short
-            long = self._long
-            done = 0
-            for sleep in order:  # the sleeps this step ends: a prefix of the order
-                if sleep.m - step < precision:
-                    done += 1
-                else:
-                    break
-            if done:
-                for sleep in order[:done]:
-                    if short.pop(sleep.key, None) is None:
-                        del long[sleep.key]
-                    sleep.m = 0.0
-                    ended.append(sleep)
-                del order[:done]
-            # the others: none falls below the precision
-            for sleep in short.values():
-                sleep.m -= step
-            if step >= _TINY_STEP and long:
-                moved = []
-                for sleep in long.values():
-                    m = sleep.m - step
-                    if m <= _UNMOVED_FROM:
-                        moved.append(sleep)
-                    sleep.m = m
-                for sleep in moved:
-                    del long[sleep.key]
-                    short[sleep.key] = sleep
+        if ended is None:
+            return True
         if len(ended) > 1:
             ended.sort(key=_key)  # handle_ended_actions: in the order actions were created
-        to_run = self.to_run
         for action in ended:
             if type(action) is Comm:
-                action.done = True
                 payload = action.payload
                 for waiting in action.waiting:
                     waiting.answer = payload
@@ -328,5 +363,28 @@ def _key(action: Sleep | Comm) -> int:
     return action.key
 
 
-def _remaining(sleep: Sleep) -> float:
-    return sleep.m
+KERNEL_VARIABLE = "BATSCHED_ML_KERNEL"
+
+
+def kernel_class() -> type[Kernel]:
+    """The kernel the simulator runs: the compiled one (``_ckernel``, built from
+    ``_ckernel.c`` at install) when it is there, else this module's :class:`Kernel`;
+    ``BATSCHED_ML_KERNEL=python`` forces this module's. Both give the same results (the
+    tests run both on every recording)."""
+    if os.environ.get(KERNEL_VARIABLE, "").strip().lower() == "python":
+        return Kernel
+    try:
+        from batsched_ml.sim import _ckernel  # type: ignore[attr-defined]
+    except ImportError:
+        return Kernel
+    source = Path(__file__).with_name("_ckernel.c")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else None
+    if digest is not None and digest != _ckernel.SOURCE_SHA256:
+        warnings.warn(
+            f"{_ckernel.__name__} was built from another {source.name}: rebuild it "
+            "(pip install -e .); running the pure-Python kernel meanwhile",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return Kernel
+    return cast(type[Kernel], _ckernel.Kernel)

@@ -76,9 +76,13 @@ from batsched_ml.sim.simgrid import (
     PUT,
     SLEEP,
     Actor,
-    Kernel,
     Simcall,
+    kernel_class,
 )
+
+# The kernel the simulator runs (the compiled one unless BATSCHED_ML_KERNEL=python or it is not
+# built); chosen once, at import; tests replace it to run another.
+Kernel = kernel_class()
 
 
 class SimulationError(UserError, RuntimeError):
@@ -383,7 +387,7 @@ class BatsimSimulator:
                 created = yield effect
                 if kind == _EXECUTE:
                     self._live[data.job_id].actor = created
-            if self._sched_ready and not self._end_ack and not kernel.mailboxes[_SERVER]:
+            if self._sched_ready and not self._end_ack and not kernel.has_pending(_SERVER):
                 if self._outbox:
                     yield from self._send_to_scheduler()
                 elif self._simulation_finished() and not self._end_sent:
