@@ -122,6 +122,7 @@ _SUBMITTED, _RUNNING, _DONE = 1, 2, 3
 ) = range(16)
 
 _SERVER = "server"
+_INFINITIES = (float("inf"), float("-inf"))
 _Code = Generator[Simcall, Any, None]
 
 
@@ -306,7 +307,7 @@ class BatsimSimulator:
         if self._finished:
             raise SimulationError("the simulation is over")
         now = reply.now
-        if isinstance(now, bool) or not now == now or now in (float("inf"), float("-inf")):
+        if isinstance(now, bool) or not now == now or now in _INFINITIES:
             raise InvalidDecision("message", "now", f"reply 'now' {now} is not a finite number")
         if now < self._last_now:
             raise InvalidDecision(
@@ -548,21 +549,25 @@ class BatsimSimulator:
                 decision.TYPE, job.job_id, f"unsupported fields {sorted(decision.extra)}"
             )
         alloc = decision.alloc
-        if len(alloc) == 0:
+        if not alloc:
             raise InvalidDecision(decision.TYPE, job.job_id, "empty allocation")
-        if len(alloc) != job.res:
+        # counted on the mask (a ProcSet's len is a Python loop over its intervals); a mask
+        # needs ids >= 0, which the bounds check below refuses otherwise
+        lowest = alloc.min
+        mask = mask_of(alloc) if lowest >= 0 else 0
+        size = mask.bit_count() if lowest >= 0 else len(alloc)
+        if size != job.res:
             raise InvalidDecision(
                 decision.TYPE,
                 job.job_id,
-                f"allocation {alloc} has {len(alloc)} machines, the job requests {job.res}",
+                f"allocation {alloc} has {size} machines, the job requests {job.res}",
             )
-        if alloc.min < 0 or alloc.max >= len(self.hosts):
+        if lowest < 0 or alloc.max >= len(self.hosts):
             raise InvalidDecision(
                 decision.TYPE,
                 job.job_id,
                 f"allocation {alloc} names machines outside 0-{len(self.hosts) - 1}",
             )
-        mask = mask_of(alloc)
         if mask & self._busy:
             busy = procset_of(mask & self._busy)
             raise InvalidDecision(decision.TYPE, job.job_id, f"machines {busy} are already in use")
