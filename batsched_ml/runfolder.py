@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -97,15 +98,29 @@ class RunIdentity:
 @functools.cache
 def code_identity() -> dict[str, Any]:
     """The code that runs: version, source digest, git commit (and whether the package's
-    files differ from it), and the result-shaping libraries' versions."""
+    files differ from it), the simulator's kernel and the result-shaping libraries' versions.
+
+    The digest covers the package's Python files and, when the simulator runs the compiled
+    SimGrid kernel, the digest of the C source that kernel was built from (the module knows
+    it: an installed wheel has no ``.c`` file to read). Both kernels give the same results
+    (the tests run both on every recording), but a run made by one is not taken for a run
+    made by the other: a campaign resuming under the other kernel replays it again.
+    """
+    from batsched_ml.sim.simgrid import Kernel, kernel_class
+
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
+    kernel = kernel_class()
+    if kernel is not Kernel:
+        built_from = getattr(sys.modules[kernel.__module__], "SOURCE_SHA256", "")
+        digest.update(b"compiled kernel\0" + str(built_from).encode())
     out: dict[str, Any] = {
         "version": __version__,
         "source_sha256": digest.hexdigest(),
+        "kernel": "python" if kernel is Kernel else "compiled",
         "git_commit": None,
         "git_dirty": None,
     }

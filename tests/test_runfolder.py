@@ -186,3 +186,32 @@ def test_serve_refuses_a_folder_holding_another_runs_trainer_history(
         "to replace it"
     )
     assert sorted(p.name for p in out.iterdir()) == ["trainer.sqlite"]
+
+
+def test_the_code_identity_names_the_kernel_and_a_run_of_one_is_not_one_of_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulator's kernel is part of the code that made a run: ``run.json`` says which ran,
+    and the source digest differs between the compiled one (its C source's digest counts) and
+    the pure-Python one, so a campaign resuming under the other kernel replays the run again."""
+    from batsched_ml.runfolder import code_identity, same_code
+    from batsched_ml.sim import simgrid
+
+    def identity(kernel: str) -> dict:
+        monkeypatch.setenv(simgrid.KERNEL_VARIABLE, kernel)
+        code_identity.cache_clear()
+        try:
+            return code_identity()
+        finally:
+            code_identity.cache_clear()
+
+    python = identity("python")
+    assert python["kernel"] == "python"
+    assert same_code(python, identity("python"))
+    monkeypatch.setenv(simgrid.KERNEL_VARIABLE, "")
+    if simgrid.kernel_class() is simgrid.Kernel:
+        pytest.skip("no compiled kernel in this install")
+    compiled = identity("")
+    assert compiled["kernel"] == "compiled"
+    assert compiled["source_sha256"] != python["source_sha256"]
+    assert not same_code(compiled, python)
