@@ -308,13 +308,14 @@ def test_shipped_campaign_loads() -> None:
 
     path = Path(__file__).resolve().parents[1] / "campaigns" / "closing-the-gap-options.toml"
     campaign = load_campaign(path)
-    assert len(campaign.runs) == 96
-    assert len({r.folder(campaign.output) for r in campaign.runs}) == 96
+    assert len(campaign.runs) == 108
+    assert len({r.folder(campaign.output) for r in campaign.runs}) == 108
     options = {r.classifier_options for r in campaign.runs}
     assert options == {
         "",
         "threshold_rule=cost",
         "threshold=0.05",
+        "threshold=0.0",
         "leaky_features=all",
         "leaky_features=weekly",
         "drift_retrain=true",
