@@ -289,3 +289,19 @@ def test_the_compiled_kernel_frees_a_finished_simulation() -> None:
         del kernel, run, actor
     gc.collect()
     assert [ref() for ref in refs] == [None, None, None]
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_an_actor_cannot_resume_the_run_it_runs_in(name: str) -> None:
+    """As a generator refuses to be resumed from its own code ("already executing")."""
+    kernel = kernel_named(name)()
+    runs: list[Any] = []
+
+    def actor():
+        yield (simgrid.SLEEP, 1.0)
+        next(runs[0])
+
+    kernel.spawn("a", actor())
+    runs.append(kernel.run())
+    with pytest.raises(ValueError, match="already executing"):
+        next(runs[0])

@@ -219,6 +219,7 @@ typedef struct {
     Py_ssize_t ncalls, capcalls;
     int exchanging; /* ran[pos] handed out a message and waits for the reply */
     int finished;
+    int running; /* inside resume: an actor's code may not resume the run again */
     PyObject *weakrefs;
 } KernelObject;
 
@@ -806,15 +807,28 @@ fail:
 }
 
 static PyObject *
+guarded_resume(KernelObject *self, PyObject *reply)
+{
+    if (self->running) {
+        PyErr_SetString(PyExc_ValueError, "kernel run already executing");
+        return NULL;
+    }
+    self->running = 1;
+    PyObject *out = resume(self, reply);
+    self->running = 0;
+    return out;
+}
+
+static PyObject *
 kernel_iternext(KernelObject *self)
 {
-    return resume(self, Py_None);
+    return guarded_resume(self, Py_None);
 }
 
 static PyObject *
 kernel_send(KernelObject *self, PyObject *reply)
 {
-    PyObject *out = resume(self, reply);
+    PyObject *out = guarded_resume(self, reply);
     if (out == NULL && !PyErr_Occurred())
         PyErr_SetNone(PyExc_StopIteration);
     return out;
