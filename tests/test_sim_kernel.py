@@ -305,3 +305,105 @@ def test_an_actor_cannot_resume_the_run_it_runs_in(name: str) -> None:
     runs.append(kernel.run())
     with pytest.raises(ValueError, match="already executing"):
         next(runs[0])
+
+
+# --- random actor programs: the compiled kernel against the Python one -------------------------
+
+_DURATIONS = [1e-13, 5e-10, 1e-9, 0.25, 1.0, 1.0 + 2.0**-40, 3.0, 7860.0, 16384.0, 20000.5]
+
+
+def _program(draw: Any, depth: int = 0) -> list[tuple[Any, ...]]:
+    from hypothesis import strategies as st
+
+    ops: list[tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["sleep", "sleep", "put", "get", "exchange", "create", "kill"]))
+        if kind == "sleep":
+            ops.append(("sleep", draw(st.sampled_from(_DURATIONS))))
+        elif kind == "put":
+            ops.append(("put", draw(st.sampled_from(["a", "a", "b"])), draw(st.integers(0, 99))))
+        elif kind == "get":
+            ops.append(("get", draw(st.sampled_from(["a", "a", "b"]))))
+        elif kind == "exchange":
+            ops.append(("exchange", draw(st.integers(0, 99))))
+        elif kind == "create" and depth < 2:
+            ops.append(("create", _program(draw, depth + 1)))
+        elif kind == "kill":
+            ops.append(("kill", draw(st.integers(0, 9))))
+    return ops
+
+
+def _play(kernel_type: Any, programs: list[list[tuple[Any, ...]]]) -> list[Any]:
+    """Run the programs as actors; the log of what each saw, with the clock, bit for bit."""
+    kernel = kernel_type()
+    log: list[Any] = []
+    actors: list[Any] = []
+    names = iter(range(10**6))
+
+    def code(name: int, ops: list[tuple[Any, ...]]):
+        try:
+            for op in ops:
+                if op[0] == "sleep":
+                    got = yield (simgrid.SLEEP, op[1])
+                elif op[0] == "put":
+                    got = yield (simgrid.PUT, op[1], (name, op[2]))
+                elif op[0] == "get":
+                    got = yield (simgrid.GET, op[1])
+                elif op[0] == "exchange":
+                    got = yield (simgrid.EXCHANGE, (name, op[1]))
+                elif op[0] == "create":
+                    child = next(names)
+                    created = yield (simgrid.CREATE, f"actor {child}", code(child, op[1]))
+                    actors.append(created)
+                    got = child
+                else:
+                    if not actors:
+                        continue
+                    yield (simgrid.KILL, actors[op[1] % len(actors)])
+                    got = op[1] % len(actors)
+                log.append((name, op[0], got, kernel.now.hex()))
+        finally:
+            log.append((name, "end", kernel.now.hex()))
+
+    for ops in programs:
+        name = next(names)
+        actors.append(kernel.spawn(f"actor {name}", code(name, ops)))
+    run = kernel.run()
+    try:
+        message = next(run)
+        while True:
+            log.append(("exchange", message, kernel.now.hex()))
+            message = run.send(("reply", message))
+    except StopIteration:
+        pass
+    except simgrid.KernelError as error:
+        # taken here, while the traceback keeps the Python kernel's frame (and the actors it
+        # held) alive: what the actors log when they are freed is no part of the semantics
+        return [*log, ("error", str(error)), ("steps", kernel.steps, kernel.now.hex())]
+    # a copy, for the same reason: the actors still waiting at the end log their "end"
+    # whenever the garbage collector frees them
+    return [*log, ("steps", kernel.steps, kernel.now.hex())]
+
+
+def test_random_programs_run_alike_on_both_kernels() -> None:
+    """Sleeps (equal, closer than the precision, below a transfer's 1e-12 s, across 2**14 s),
+    puts and gets on two mailboxes (a second transfer at once is an error in both), messages
+    handed out, actors created and killed (sleeping, waiting on a mailbox, or themselves):
+    the same log, the same clock, the same steps; and the same as the plain line-by-line
+    kernel of ``tests/test_sim_clock.py`` (a put's or a get's wait a simcall of its own)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tests.test_sim_clock import NaiveKernel
+
+    compiled = compiled_kernel()
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(st.data())
+    def check(data: Any) -> None:
+        programs = [_program(data.draw) for _ in range(data.draw(st.integers(1, 5)))]
+        plain = _play(NaiveKernel, programs)
+        assert _play(simgrid.Kernel, programs) == plain
+        assert _play(compiled, programs) == plain
+
+    check()
