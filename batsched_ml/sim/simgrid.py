@@ -44,13 +44,14 @@ kernel is 1.29 million clock steps and 2.8 million simcalls, whose bookkeeping (
 the mailbox, each sleep's ``m - step`` at each step) is most of the simulator's time in Python.
 It keeps every rule above with the same double operations in the same order, so the clock and
 every remaining duration are the same bits: ``now += step``, ``m - step`` for every sleep (all
-of them, SimGrid's own loop: the Python kernel's skip of the durations above 2**14 s is exact
-and needs no copy), ``remains - rate * step`` compiled with ``-ffp-contract=off`` (no fused
-multiply-add, whose single rounding would differ), the same comparisons with the same
-precisions, ties of equal durations broken the same way (``bisect_right``, then creation
-order). The actors stay Python generators, resumed with ``PyIter_Send``. The tests run every
-recording, the property tests and the whole ``ctc_sp2_full`` transcript with both kernels;
-a build made from another ``_ckernel.c`` (an editable install not rebuilt) is not used.
+of them, SimGrid's own loop: the Python kernel skips the durations above 2**14 s on a step
+below 2**-39 s only because the subtraction leaves them unchanged), ``remains - rate * step``
+compiled with ``-ffp-contract=off`` (no fused multiply-add, whose single rounding would
+differ), the same comparisons with the same precisions, ties of equal durations broken the same
+way (``bisect_right``, then creation order). The actors stay Python generators, resumed with
+``PyIter_Send``. The tests run every recording, the property tests, random actor programs
+(against the plain kernel too) and the whole ``ctc_sp2_full`` transcript with both kernels; a
+build made from another ``_ckernel.c`` (an editable install not rebuilt) is not used.
 """
 
 from __future__ import annotations
