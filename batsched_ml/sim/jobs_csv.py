@@ -84,7 +84,7 @@ def finished_row(
     execution = finish - start
     if execution > 0 and start.is_integer() and finish.is_integer() and float(subtime).is_integer():
         turnaround = finish - subtime
-        stretch = float(_LD(turnaround) / _LD(execution))
+        stretch = stretch_of(turnaround, execution)
         if walltime is None or float(walltime).is_integer():
             return _FINISHED_INTEGERS % (
                 name,
@@ -121,6 +121,52 @@ def finished_row(
         alloc,
         metadata,
     )
+
+
+def stretch_ld(turnaround: float, execution: float) -> float:
+    """The stretch as Batsim computes it: the quotient in ``long double`` (x87's 64-bit
+    significand on x86-64, which ``numpy.longdouble`` is), then cast to ``double``. The
+    reference for :func:`stretch_of`; about 1.5 microseconds a call."""
+    return float(_LD(turnaround) / _LD(execution))
+
+
+def stretch_of(turnaround: float, execution: float) -> float:
+    """:func:`stretch_ld` of two positive integer-valued doubles, in about a third of its time.
+
+    The long double path rounds the exact quotient ``q`` twice, to 64 bits (``RN64``) and then
+    to 53 (``RN53``); the double division ``turnaround / execution`` rounds it once,
+    correctly. The two differ only by double rounding: when ``RN64(q)`` lands on a midpoint
+    between two doubles that ``q`` itself is not on. Everything else gives the same double, as
+    ``RN64`` is monotonic and the midpoints are 64-bit numbers: a ``q`` farther than half a
+    64-bit ulp from every midpoint rounds to a value strictly between the same two midpoints as
+    ``q``, whose ``RN53`` is ``q``'s.
+
+    So the quotient is scaled by ``2**s`` into ``[2**53, 2**55)`` with integers
+    (``A = turnaround << s``, ``Q, R = divmod(A, execution)``): there a double's ulp is 2 (below
+    ``2**54``) or 4, the midpoints the odd integers or those that are 2 mod 4, and half a 64-bit
+    ulp ``2**-11`` or ``2**-10``. ``A / execution`` within that distance of a midpoint (even on
+    it) goes the long double way; with integers below ``2**53`` that needs an execution time of
+    at least ``2**10`` s and happens about once in a thousand such jobs. A stretch of exactly 1
+    (no wait) is exact both ways.
+    """
+    if turnaround == execution:
+        return 1.0
+    a = int(turnaround)
+    b = int(execution)
+    shift = 54 - a.bit_length() + b.bit_length()
+    if a <= 0 or b <= 0 or shift < 0:  # not a stretch (or one of 2**54 and more)
+        return stretch_ld(turnaround, execution)
+    quotient, rest = divmod(a << shift, b)
+    if quotient >> 54:  # ulp 4: midpoints 2 mod 4, half a 64-bit ulp 2**-10
+        low = quotient & 3
+        if (low == 2 and rest << 10 <= b) or (low == 1 and (b - rest) << 10 <= b):
+            return stretch_ld(turnaround, execution)
+    elif quotient & 1:  # ulp 2: midpoints odd, half a 64-bit ulp 2**-11
+        if rest << 11 <= b:
+            return stretch_ld(turnaround, execution)
+    elif (b - rest) << 11 <= b:
+        return stretch_ld(turnaround, execution)
+    return turnaround / execution
 
 
 @lru_cache(maxsize=4096)
