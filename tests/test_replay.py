@@ -144,3 +144,39 @@ def test_tables_are_written_as_pandas_writes_them() -> None:
     quoted = pd.DataFrame({"job_id": ["a,b", 'c"d', "e"], "actual": [1.0, 2.0, 3.0]})
     assert _table_csv(quoted) == quoted.to_csv(index=False)
     assert '"a,b"' in _table_csv(quoted)
+
+
+def test_float_texts_and_lookups_are_pandas_own() -> None:
+    """``predictions.csv``'s floats through ``repr`` are numpy's ``astype(str)`` (random bit
+    patterns, whole numbers, six-decimal values, powers of ten and their neighbours), and the
+    predictions looked up by id are ``Series.map``'s (NaN for a missing id, pandas itself for
+    values that are not all floats)."""
+    import numpy as np
+    import pandas as pd
+
+    from batsched_ml.outputs import _float_texts, _mapped
+
+    rng = np.random.default_rng(3)
+    bits = rng.integers(0, 2**64 - 1, 200_000, dtype=np.uint64, endpoint=True)
+    tens = 10.0 ** np.arange(-30, 30)
+    values = np.concatenate(
+        [
+            bits.view(np.float64),
+            rng.integers(0, 2**53, 50_000).astype(np.float64),
+            np.round(rng.exponential(1e5, 50_000), 6),
+            tens,
+            np.nextafter(tens, 0),
+            np.nextafter(tens, np.inf),
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324],
+        ]
+    )
+    assert _float_texts(values) == values.astype(str).tolist()
+    ids = pd.Series([f"w0!{i}" for i in range(1000)], dtype=str, name="x")
+    for predictions in (
+        {f"w0!{i}": float(i) * 1.5 for i in range(0, 1000, 3)},
+        {f"w0!{i}": float(i) for i in range(1000)},
+        {f"w0!{i}": i for i in range(1000)},  # ints: an int column, pandas' own way
+        {f"w0!{i}": (i if i % 2 else i / 2) for i in range(0, 1000, 7)},
+        {},
+    ):
+        pd.testing.assert_series_equal(_mapped(ids, predictions), ids.map(predictions))

@@ -48,6 +48,7 @@ from typing import Any
 from procset import ProcSet
 
 from batsched_ml.alloc import mask_of, procset_of
+from batsched_ml.collector import collector_paused
 from batsched_ml.errors import UserError
 from batsched_ml.protocol.events import (
     CallMeLater,
@@ -221,7 +222,8 @@ class BatsimSimulator:
         self._finished = False
         self.rows: list[str] = []
         self.events_sent = 0
-        self._load(workloads)
+        with collector_paused():  # a _LiveJob per job, all alive: no collector passes over them
+            self._load(workloads)
         for index in range(len(self._static)):
             self._kernel.spawn(f"workload_submitter_w{index}", self._submitter(index))
         self._kernel.spawn("server", self._server())

@@ -222,7 +222,50 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
     subtime_numbers = _numbers(subtimes)
     has_walltime = (walltime > 0).tolist()
     walltime_numbers = _numbers(walltime)
-    job_list: list[dict[str, Any]] = []
+    job_list: list[dict[str, Any]]
+    if all(has_walltime) and [key for key, _ in others] == list(_OTHER_KEYS):
+        # the usual case, one dict display per job (twice as fast as the loop below): the
+        # same keys in the same order, the same values
+        job_list = [
+            {
+                "id": job_id,
+                "subtime": subtime,
+                "res": processors_of_job,
+                "profile": profile,
+                "walltime": walltime_of_job,
+                "user": user,
+                "group": group,
+                "executable": executable,
+                "queue": queue,
+                "partition": partition,
+                "status": status,
+                "swf_requested_time": swf_requested_time,
+            }
+            for (
+                job_id,
+                subtime,
+                processors_of_job,
+                profile,
+                walltime_of_job,
+                user,
+                group,
+                executable,
+                queue,
+                partition,
+                status,
+                swf_requested_time,
+            ) in zip(
+                ids,
+                subtime_numbers,
+                res,
+                profile_names,
+                walltime_numbers,
+                *(values for _, values in others),
+                strict=True,
+            )
+        ]
+        return _workload(trace, size, first_submit, report, job_list, profiles)
+    job_list = []
     for i in range(len(kept)):
         job: dict[str, Any] = {
             "id": ids[i],
@@ -235,7 +278,20 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
         for key, values in others:
             job[key] = values[i]
         job_list.append(job)
+    return _workload(trace, size, first_submit, report, job_list, profiles)
 
+
+_OTHER_KEYS = tuple(key for key in KEPT_FIELDS if key != "swf_job")
+
+
+def _workload(
+    trace: SwfTrace,
+    size: int,
+    first_submit: float,
+    report: CleaningReport,
+    job_list: list[dict[str, Any]],
+    profiles: dict[str, dict[str, Any]],
+) -> BatsimWorkload:
     header = trace.header
     unix_start = header.unix_start_time
     data: dict[str, Any] = {

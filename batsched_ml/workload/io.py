@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.collector import collector_paused
 from batsched_ml.errors import UserError
 from batsched_ml.workload.convert import BatsimWorkload, convert_trace
 from batsched_ml.workload.platform import write_platform
@@ -26,9 +27,12 @@ def load_workload(path: str | Path, *, lenient: bool = False) -> dict[str, Any]:
     cleaning rules of :mod:`batsched_ml.workload.convert`, JSON is read as is."""
     path = Path(path)
     if is_swf(path):
-        return convert_trace(read_swf(path, lenient=lenient)).data
+        with collector_paused():
+            return convert_trace(read_swf(path, lenient=lenient)).data
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
+        with collector_paused():
+            data = json.loads(text)
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except ValueError as exc:
