@@ -7,6 +7,7 @@ Batsim; both give the same job table byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batsched_ml import registry
+from batsched_ml.collector import alive_frozen, collector_paused
 from batsched_ml.errors import ConfigError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer
@@ -284,7 +286,12 @@ def run_replay(
     path) the scheduler is served over ZeroMQ in a thread and the simulator talks to it as Batsim
     would; otherwise they talk in process."""
     scheduler = make_scheduler(config, calendar=calendar_of(workload), trainer=trainer, audit=audit)
-    sim = make_simulator(workload, config)
+    frozen = contextlib.ExitStack()
+    with collector_paused():
+        sim = make_simulator(workload, config)
+        # the workload and the loaded jobs, frozen before the collector runs again: not
+        # traversed by its passes during the replay (see alive_frozen)
+        frozen.enter_context(alive_frozen())
     handler = scheduler.handle
     if on_reply is not None:
 
@@ -294,10 +301,11 @@ def run_replay(
             return reply
 
     started = time.perf_counter()
-    if zmq_endpoint is None:
-        messages = _run_in_process(sim, handler, progress)
-    else:
-        messages = _run_over_zmq(sim, handler, zmq_endpoint)
+    with frozen:
+        if zmq_endpoint is None:
+            messages = _run_in_process(sim, handler, progress)
+        else:
+            messages = _run_over_zmq(sim, handler, zmq_endpoint)
     result = ReplayResult(sim.rows, messages, scheduler, workload, config)
     result.seconds = time.perf_counter() - started
     return result
