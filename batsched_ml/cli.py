@@ -212,7 +212,8 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a parameter of the cph dispatcher's planner: window (jobs the CP model "
         "schedules, default 32), budget (CP-SAT deterministic time per decision, default "
-        "0.001), wall_limit (seconds, default 1), random_state (repeatable)",
+        "0.001), wall_limit (a wall-clock cap in seconds per decision, default none: a capped "
+        "decision depends on the machine's load, so the run warns), random_state (repeatable)",
     )
     parser.add_argument(
         "--feature-mode",
@@ -353,6 +354,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         summary = write_replay(result, args.output, run_id=folder.run_id)
     elapsed = time.perf_counter() - started
     print(_summary_table(summary))
+    capped = getattr(getattr(result.scheduler, "planner", None), "wall_capped", 0)
+    if capped:
+        print(
+            f"batsched-ml: warning: {capped:,} CPH decision(s) stopped by wall_limit: this run "
+            "depends on the machine's load and may not be reproduced (see timing.json)",
+            file=sys.stderr,
+        )
     if summary.get("skipped_lines"):
         print(f"skipped {summary['skipped_lines']:,} malformed line(s) of {path.name} (--lenient)")
     print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")

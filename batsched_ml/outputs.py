@@ -155,6 +155,7 @@ def write_replay(
                 "solver_calls": planner.calls,
                 "differ_from_prb": planner.improved,
                 "fallbacks": planner.fallbacks,
+                "wall_capped": planner.wall_capped,
             }
         summary["prediction"] = write_predictions(
             predictor.predictions,

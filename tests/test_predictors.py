@@ -441,6 +441,24 @@ def test_cph_starts_what_minimises_the_total_wait_not_the_urgency_order() -> Non
     assert planner.calls == 2 and planner.improved == 2 and planner.fallbacks == 0
 
 
+def test_cph_counts_the_decisions_a_wall_clock_cap_stopped() -> None:
+    """No wall-clock cap by default (the deterministic budget keeps a run reproducible); with
+    one, every decision it stops is counted, since its outcome depends on the machine."""
+    from batsched_ml.scheduler.cph import ConstraintPlanner
+
+    a, b, c = Queued("a", 3, 100), Queued("b", 2, 10), Queued("c", 2, 10)
+    free = ConstraintPlanner()
+    assert free.wall_limit is None
+    free.solve([a, b, c], 4, [], 0.0)
+    assert free.calls == 1 and free.wall_capped == 0
+    capped = ConstraintPlanner(wall_limit=1e-9)
+    capped.solve([a, b, c], 4, [], 0.0)
+    capped.solve([a, b, c], 4, [], 0.0)
+    assert capped.calls == 2 and capped.wall_capped == 2
+    with pytest.raises(ValueError, match="must be positive"):
+        ConstraintPlanner(wall_limit=0.0)
+
+
 def test_cph_window_bounds_what_the_cp_model_sees() -> None:
     from batsched_ml.scheduler.cph import ConstraintPlanner
 
@@ -460,7 +478,7 @@ def test_dispatcher_options_are_checked_and_typed() -> None:
     assert config.dispatcher_params == {"window": 8, "budget": 0.01}
     assert config.as_dict()["dispatcher_params"] == {"budget": 0.01, "window": 8}
     planner = make_scheduler(config).planner
-    assert (planner.window, planner.budget, planner.wall_limit) == (8, 0.01, 1.0)
+    assert (planner.window, planner.budget, planner.wall_limit) == (8, 0.01, None)
     with pytest.raises(ValueError, match="the prb dispatcher has no parameters"):
         ReplayConfig(dispatcher="prb", dispatcher_params={"window": "8"})
     with pytest.raises(ValueError, match="dispatcher cph has no parameter 'depth'"):

@@ -54,8 +54,10 @@ class ConstraintPlanner:
     budget:
         CP-SAT's deterministic time limit per decision.
     wall_limit:
-        A safety net in wall-clock seconds, far above what ``budget`` takes: a decision that
-        hits it is no longer reproducible, but the run goes on.
+        An optional cap in wall-clock seconds per decision (default: none). ``budget`` alone
+        bounds the work of a decision and keeps the run reproducible; a decision that hits a
+        wall-clock cap depends on how loaded the machine was, so each one is counted
+        (:attr:`wall_capped`, in the run's ``timing.json``) and the command warns.
     random_state:
         CP-SAT's random seed.
     """
@@ -64,12 +66,12 @@ class ConstraintPlanner:
         self,
         window: int = 32,
         budget: float = 0.001,
-        wall_limit: float = 1.0,
+        wall_limit: float | None = None,
         random_state: int = 0,
     ) -> None:
         if window < 1:
             raise ValueError(f"CPH window must be at least 1 job, not {window}")
-        if not budget > 0 or not wall_limit > 0:
+        if not budget > 0 or (wall_limit is not None and not wall_limit > 0):
             raise ValueError(f"CPH budget and wall_limit must be positive: {budget}, {wall_limit}")
         if find_spec("ortools") is None:  # imported by solve(); said here, before the run starts
             raise UserError(
@@ -82,6 +84,7 @@ class ConstraintPlanner:
         self.calls = 0  # decisions the solver was asked for
         self.improved = 0  # ... where it starts other jobs now than PRB's list schedule
         self.fallbacks = 0  # ... where it found no solution in the budget (the hint was used)
+        self.wall_capped = 0  # ... stopped by wall_limit: their outcome depends on the machine
 
     def plan(
         self,
@@ -143,12 +146,15 @@ class ConstraintPlanner:
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = self.random_state
         solver.parameters.max_deterministic_time = self.budget
-        solver.parameters.max_time_in_seconds = self.wall_limit
+        if self.wall_limit is not None:
+            solver.parameters.max_time_in_seconds = self.wall_limit
         # no handler of its own: OR-Tools' SIGINT handler swallowed Ctrl-C (or deadlocked);
         # Python's raises KeyboardInterrupt as soon as this short solve returns
         solver.parameters.catch_sigint_signal = False
         status = solver.solve(model)
         self.calls += 1
+        if self.wall_limit is not None and solver.wall_time >= self.wall_limit:
+            self.wall_capped += 1
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             values = [solver.value(start) for start in starts]
         else:
