@@ -548,3 +548,41 @@ def test_the_scheduler_stops_on_a_refusal_instead_of_going_on_without_models(
     finally:
         client.close(stop=True)
         thread.join(10)
+
+
+def test_an_interrupt_while_the_side_trainer_starts_stops_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Ctrl-C (or SIGTERM) landing after the trainer process started but before the run got
+    its client used to leave the process running, an orphan: it is killed like any other
+    interrupted run's trainer."""
+    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.trainer import client, lifecycle, process
+
+    made: list = []
+
+    class FakeProcess:
+        def __init__(self, *args, **kwargs) -> None:
+            self.endpoint = "tcp://127.0.0.1:1"
+            self.calls: list[str] = []
+            made.append(self)
+
+        def kill(self) -> None:
+            self.calls.append("kill")
+
+        def stop(self) -> None:
+            self.calls.append("stop")
+
+    class InterruptedClient:
+        def __init__(self, *args, **kwargs) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(process, "TrainerProcess", FakeProcess)
+    monkeypatch.setattr(client, "RemoteTrainer", InterruptedClient)
+    config = ReplayConfig(variant="classification-idempotent")
+    with (
+        pytest.raises(KeyboardInterrupt),
+        lifecycle.trainer(config, tmp_path, choice="process"),
+    ):
+        pass
+    assert [p.calls for p in made] == [["kill"]]

@@ -51,15 +51,21 @@ def trainer(
     models = Path(store) if store else out_dir / "models"
     if config.variant == "class-clairvoyant":  # the true class needs no model
         params = dataclasses.replace(params, n_estimators=0)
-    process = None
-    if choice == "process":
-        process = TrainerProcess(models, out_dir / "trainer.sqlite", params)
-        endpoint = process.endpoint
-    else:
-        endpoint = choice
-    remote = RemoteTrainer(endpoint, models, params, deadline=deadline, process=process, run=run)
+    process: TrainerProcess | None = None
+    remote: RemoteTrainer | None = None
     interrupted = False
     try:
+        # started inside the try: a Ctrl-C or SIGTERM that lands while the process starts or
+        # the client connects stops it too (it used to be left running, an orphan, when the
+        # signal came between the start and the ``try``)
+        if choice == "process":
+            process = TrainerProcess(models, out_dir / "trainer.sqlite", params)
+            endpoint = process.endpoint
+        else:
+            endpoint = choice
+        remote = RemoteTrainer(
+            endpoint, models, params, deadline=deadline, process=process, run=run
+        )
         if process is not None:
             remote.wait_ready(60.0)
         yield remote
@@ -68,9 +74,13 @@ def trainer(
         raise
     finally:
         if interrupted and process is not None:  # no polite stop request: it may be training
-            remote.close()
+            if remote is not None:
+                remote.close()
             process.kill()
         else:
-            remote.close(stop=process is not None or stop)
-            if process is not None:
-                process.stop()
+            if remote is not None:
+                remote.close(stop=process is not None or stop)
+            if process is not None and remote is not None:
+                process.stop()  # asked to stop just above
+            elif process is not None:  # no client, so never asked: nothing to wait for
+                process.kill()
