@@ -565,7 +565,16 @@ def _cmd_paper_results(args: argparse.Namespace) -> int:
     missing = [t for t in traces if not (trace_dir / f"{t}.swf.gz").exists()]
     if missing:
         raise FileNotFoundError(f"no {', '.join(missing)} in {trace_dir}")
-    paper.run_all(runs, trace_dir, Path(args.runs), workers=args.workers)
+    failed = paper.run_all(runs, trace_dir, Path(args.runs), workers=args.workers)
+    if failed:  # the page would mix missing cells with figures: not written
+        for line in failed:
+            print(f"  failed: {line}", file=sys.stderr)
+        print(
+            f"batsched-ml: {len(failed)} of {len(runs)} replay(s) failed; {args.output} not "
+            "written (the runs done are kept: run the command again once fixed)",
+            file=sys.stderr,
+        )
+        return 1
     text = paper.report(paper.load(Path(args.runs), runs), traces)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -67,18 +67,20 @@ def run_all(
     *,
     workers: int = 1,
     log: Callable[[str], None] = print,
-) -> None:
+) -> list[str]:
     """Run the replays whose folders do not hold them yet (complete, made by this code: see
     :func:`batsched_ml.runfolder.same_run`), ``workers`` at a time, with the campaign's runner
     (:func:`batsched_ml.campaign.run_campaign`: one way to run a grid, stopped cleanly by
-    Ctrl-C or SIGTERM). The most expensive runs go first, so that the workers end together."""
+    Ctrl-C or SIGTERM). The most expensive runs go first, so that the workers end together.
+    Returns the runs that failed, one line each with the reason (a missing trace, a bad
+    option: the user's to fix, so the caller says so and exits 1, as ``campaign`` does)."""
     from batsched_ml.campaign import Campaign, run_campaign, run_identity
     from batsched_ml.runfolder import same_run
 
     todo = [run for run in runs if not same_run(run.folder(root), run_identity(run, trace_dir))[0]]
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already done, {len(todo)} to go")
     if not todo:
-        return
+        return []
     todo.sort(
         key=lambda r: (
             r.variant in ("base", "runtime-clairvoyant"),
@@ -96,8 +98,7 @@ def run_all(
 
     campaign = Campaign(output=root, trace_dir=trace_dir, runs=todo, workers=workers)
     run_campaign(campaign, progress=progress)
-    if failed:
-        raise RuntimeError(f"{len(failed)} replay(s) failed; first: {failed[0]}")
+    return failed
 
 
 def load(root: Path, runs: list[RunSpec]) -> dict[RunSpec, dict[str, Any]]:

@@ -370,3 +370,25 @@ def test_every_shipped_campaign_file_loads_and_names_each_run_once(path: Path) -
     assert campaign.runs and len(set(folders)) == len(folders)
     for spec in campaign.runs[:: max(1, len(campaign.runs) // 20)]:
         spec.config()  # a valid run configuration
+
+
+def test_paper_results_says_which_replays_failed_and_writes_no_page(tmp_path, capsys) -> None:
+    """A replay that fails for the user's reasons (here a trace that cannot be read) is named
+    on its own line and the command exits 1 without writing the page, as ``campaign`` does; it
+    used to end in "internal error: RuntimeError"."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "KTH-SP2-1996-2.1-cln.swf.gz").write_bytes(b"not gzip")
+    page = tmp_path / "results.md"
+    argv = [
+        "paper-results",
+        *("-o", str(page), "--runs", str(tmp_path / "runs"), "--trace-dir", str(traces)),
+        *("--traces", "KTH-SP2-1996-2.1-cln", "--policies", "fcfs", "--variants", "base"),
+        *("--workers", "1"),
+    ]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "failed: [1/1] KTH-SP2-1996-2.1-cln fcfs base:" in err
+    assert "batsched-ml: 1 of 1 replay(s) failed;" in err
+    assert "internal error" not in err
+    assert not page.exists()
