@@ -1,17 +1,21 @@
 """What SimGrid's floating-point clock costs a whole replay (issue 17): the same command run by
-this checkout and by earlier revisions, in turn (A B C A B C ...), median wall and user CPU
+this checkout and by earlier revisions or code trees, in turn (A B C, then C B A, ...), median
+wall and user CPU
 times, the medians of the pairwise ratios this checkout / each revision (wall and user CPU: on
 a shared machine the CPU time scatters less), and each side's peak memory::
 
     python benchmarks/bench_exact_clock.py                       # full HPC2N, FCFS-EASY, 3 runs
     python benchmarks/bench_exact_clock.py --base 32fe01f --runs 5 --trace KTH-SP2-1996-2.1-cln
     python benchmarks/bench_exact_clock.py --base 32fe01f --base 89696d3 --checkout /tmp/tree
+    python benchmarks/bench_exact_clock.py --base-tree /tmp/before --checkout /tmp/after --runs 5
 
 The earlier revisions (default: 32fe01f, the last one whose simulator applied grouping rules
 instead of emulating SimGrid's kernel) are checked out with ``git worktree`` into a temporary
 folder and run with ``python -m batsched_ml`` from there (``PYTHONPATH`` set to each side's
 code). ``--checkout`` measures another folder as "this checkout", e.g. a ``git archive`` export
-of one commit while others edit the working tree. All write their job tables; the script says
+of one commit while others edit the working tree. ``--base-tree`` adds a folder as it is (an
+export with the compiled kernel copied in: a ``git worktree`` of a revision has no build, so it
+runs the pure-Python kernel). All write their job tables and ``summary.json``; the script says
 whether each is identical to this checkout's (on HPC2N 32fe01f's is not: the rules parted from
 real Batsim).
 """
@@ -57,10 +61,17 @@ def main() -> None:
         default=ROOT,
         help="the code measured as 'this checkout', e.g. an exported tree (default: this one)",
     )
+    parser.add_argument(
+        "--base-tree",
+        action="append",
+        type=Path,
+        default=[],
+        help="a code tree to compare with, as it is (e.g. an export with the kernel built)",
+    )
     parser.add_argument("--trace", default="HPC2N-2002-2.2-cln", help="a trace of ../shared/traces")
     parser.add_argument("--runs", type=int, default=3, help="pairs of runs (default: %(default)s)")
     args = parser.parse_args()
-    bases: list[str] = args.base or ["32fe01f"]
+    bases: list[str] = args.base or ([] if args.base_tree else ["32fe01f"])
     trace = need(TRACES / f"{args.trace}.swf.gz")
     with tempfile.TemporaryDirectory() as tmp:
         sides = {"this checkout": (args.checkout.resolve(), Path(tmp) / "out0")}
@@ -76,11 +87,15 @@ def main() -> None:
                 )
                 trees.append(tree)
                 sides[f"revision {revision}"] = (tree, Path(tmp) / f"out{index}")
+            for index, folder in enumerate(args.base_tree, len(bases) + 1):
+                sides[f"tree {folder}"] = (folder.resolve(), Path(tmp) / f"out{index}")
             seconds: dict[str, list[float]] = {name: [] for name in sides}
             user: dict[str, list[float]] = {name: [] for name in sides}
             peaks: dict[str, list[float]] = {name: [] for name in sides}
-            for _ in range(args.runs):
-                for name, (code, out) in sides.items():
+            for turn in range(args.runs):
+                order = list(sides) if turn % 2 == 0 else list(reversed(sides))
+                for name in order:  # A B C, then C B A: neither side always runs first
+                    code, out = sides[name]
                     command = [sys.executable, "-m", "batsched_ml", "replay", str(trace)]
                     command += ["-q", "--force", "-o", str(out)]
                     # the measured code, not an installed copy, whatever the current folder
@@ -113,10 +128,9 @@ def main() -> None:
                     + " ".join(f"{x:.1f}" for x in user[name])
                 )
             for name in list(sides)[1:]:
-                same = filecmp.cmp(
-                    sides[first][1] / "jobs.csv", sides[name][1] / "jobs.csv", shallow=False
-                )
-                print(f"  job tables, {first} and {name}: {'identical' if same else 'differ'}")
+                for file in ("jobs.csv", "summary.json"):
+                    same = filecmp.cmp(sides[first][1] / file, sides[name][1] / file, shallow=False)
+                    print(f"  {file}, {first} and {name}: {'identical' if same else 'differ'}")
         finally:
             for tree in trees:
                 subprocess.run(
