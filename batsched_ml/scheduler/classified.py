@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +186,12 @@ def _tracker(calendar: dict[str, Any], mode: str) -> FeatureTracker:
     )
 
 
+def _one_of(name: str, value: str, choices: Sequence[str]) -> None:
+    """The classifier's options that name a choice: one line saying which are allowed."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+
+
 class Classifier(Component):
     """Classifies each submitted job small or large by the week's model (or, ``clairvoyant``,
     by its true runtime) and keeps the record of every job (see the module docstring).
@@ -263,23 +270,13 @@ class Classifier(Component):
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], not {threshold}")
-        if small_order not in SMALL_ORDERS:
-            raise ValueError(
-                f"small_order must be one of {', '.join(SMALL_ORDERS)}, not {small_order!r}"
-            )
+        _one_of("small_order", small_order, SMALL_ORDERS)
         if not 0.0 < divider_quantile < 1.0:
             raise ValueError(f"divider_quantile must be in (0, 1), not {divider_quantile}")
-        if threshold_rule not in THRESHOLD_RULES:
-            raise ValueError(
-                f"threshold_rule must be one of {', '.join(THRESHOLD_RULES)}, not "
-                f"{threshold_rule!r}"
-            )
+        _one_of("threshold_rule", threshold_rule, THRESHOLD_RULES)
         if cost_weeks < 1:
             raise ValueError(f"cost_weeks must be at least 1, not {cost_weeks}")
-        if leaky_features not in LEAKY_FEATURES:
-            raise ValueError(
-                f"leaky_features must be one of {', '.join(LEAKY_FEATURES)}, not {leaky_features!r}"
-            )
+        _one_of("leaky_features", leaky_features, LEAKY_FEATURES)
         if not 0.0 < drift_jump < 1.0:
             raise ValueError(f"drift_jump must be in (0, 1), not {drift_jump}")
         if clairvoyant and (
