@@ -37,7 +37,10 @@ CANDIDATES = {
     "window 10k, 30 trees, depth 16, leaf 2": ForestParams(
         n_estimators=30, max_depth=16, window=10_000, min_samples_leaf=2
     ),
-    "window 50k, 40 trees, depth 20, leaf 20 (default)": ForestParams(),
+    "window 50k, 40 trees, depth 20, leaf 20": ForestParams(max_samples=None),
+    "window 50k, 40 trees, depth 20, leaf 20, max_samples 0.5": ForestParams(max_samples=0.5),
+    "window 50k, 40 trees, depth 20, leaf 20, max_samples 0.25": ForestParams(max_samples=0.25),
+    "window 50k, 40 trees, depth 20, leaf 20, max_samples 0.1": ForestParams(max_samples=0.1),
 }
 
 

@@ -221,7 +221,7 @@ def test_options_are_checked_typed_and_written_only_when_set() -> None:
     plain = ReplayConfig(variant="classification-idempotent")
     assert "classifier_params" not in plain.as_dict()
     assert "divider_quantile" not in plain.as_dict()["forest"]
-    assert "max_samples" not in plain.as_dict()["forest"]
+    assert plain.as_dict()["forest"]["max_samples"] == 0.25  # the default since issue 20
     quantile = ReplayConfig(variant="classification", classifier_params={"divider_quantile": 0.4})
     assert quantile.as_dict()["forest"]["divider_quantile"] == 0.4
     assert quantile.as_dict()["classifier_params"] == {"divider_quantile": 0.4}
@@ -317,9 +317,10 @@ def test_the_side_trainer_process_uses_the_runs_divider_quantile(kth_workload, t
         assert (tmp_path / "median" / file).read_bytes() != inprocess
 
 
-def test_max_samples_is_opt_in_and_reaches_the_side_trainer(kth_workload, tmp_path) -> None:
+def test_max_samples_reaches_the_side_trainer(kth_workload, tmp_path) -> None:
     """--max-samples trains other trees (another job table), the same in process and in a side
-    trainer process, and is part of the run's identity; without it nothing changes."""
+    trainer process, and is part of the run's identity: 0.25 by default, and 'all' (the whole
+    training set, the former default) is not listed, so runs made before keep their ids."""
     import json
 
     from batsched_ml.cli import main
@@ -329,14 +330,17 @@ def test_max_samples_is_opt_in_and_reaches_the_side_trainer(kth_workload, tmp_pa
     path.write_text(json.dumps(workload_head(kth_workload, 2500)))
     common = ["replay", str(path), "-q", "--variant", "classification", "--trees", "4"]
     for name, extra in (
-        ("inprocess", ["--max-samples", "0.25"]),
+        ("inprocess", []),
         ("process", ["--max-samples", "0.25", "--trainer", "process"]),
-        ("all", []),
+        ("all", ["--max-samples", "all", "--trainer", "process"]),
+        ("all-inprocess", ["--max-samples", "all"]),
     ):
         assert main([*common, *extra, "-o", str(tmp_path / name)]) == 0
     for file in ("jobs.csv", "classification.csv"):
         inprocess = (tmp_path / "inprocess" / file).read_bytes()
         assert (tmp_path / "process" / file).read_bytes() == inprocess
+        everything = (tmp_path / "all" / file).read_bytes()
+        assert (tmp_path / "all-inprocess" / file).read_bytes() == everything
     assert (tmp_path / "all" / "classification.csv").read_bytes() != (
         tmp_path / "inprocess" / "classification.csv"
     ).read_bytes()

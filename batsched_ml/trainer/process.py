@@ -39,8 +39,7 @@ def trainer_command(
         "--idle-timeout",
         "3600",
     ]
-    if params.max_samples is not None:  # opt-in: the whole training set otherwise
-        command += ["--max-samples", repr(params.max_samples)]
+    command += ["--max-samples", "all" if params.max_samples is None else repr(params.max_samples)]
     if params.divider_quantile != 0.5:  # the median otherwise, the trainer's default
         command += ["--divider-quantile", repr(params.divider_quantile)]
     return command
