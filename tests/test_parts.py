@@ -364,3 +364,31 @@ def test_classification_runs_with_a_predictor_a_correction_and_any_dispatcher(
     assert len(states) == jobs + kills == jobs + result.scheduler.kill_decisions
     assert len(result.scheduler.records) == jobs
     assert len(result.scheduler.predictor.predictions) == jobs + kills
+
+
+def test_a_kill_that_meets_the_jobs_own_completion_resubmits_nothing() -> None:
+    """The call at B's divider (150) comes in one message; B completes successfully at 150 in
+    the next, before the kill lands. Batsim 4.2.1 acknowledges the kill anyway (JOB_KILLED
+    lists B with no progress, ``server_on_kill_jobs`` accepts a complete job): B ended on its
+    own, so nothing is resubmitted, and a later job is scheduled as usual."""
+    scheduler = ClassifyingScheduler(
+        "fcfs", variant="classification-idempotent", trainer=FixedTrainer(), audit=True
+    )
+    handle = scheduler.handle
+    reply = handle(Message(0.0, [begins(4, dynamic=True), submitted(0.0, "A", 2, 5000.0, 1)]))
+    assert decided(reply) == [("execute", "w0!A", "0-1")]
+    reply = handle(Message(50.0, [submitted(50.0, "B", 2, 600.0, 2)]))
+    assert decided(reply) == [("execute", "w0!B", "2-3"), ("call", 150.0)]
+    assert decided(handle(Message(150.0, [RequestedCall(150.0)]))) == [("kill", "w0!B")]
+    reply = handle(
+        Message(
+            150.0,
+            [
+                completed(150.0, "B"),  # COMPLETED_SUCCESSFULLY: it ended before the kill
+                JobKilled(150.0, ["w0!B"], {}),
+                submitted(150.0, "C", 2, 900.0, 1),
+            ],
+        )
+    )
+    assert decided(reply) == [("execute", "w0!C", "2-3"), ("call", 250.0)]
+    assert scheduler.kill_decisions == 1

@@ -121,10 +121,19 @@ def test_dynamic_job_needs_a_subtime_and_a_live_profile() -> None:
     assert types(message) == ["NOTIFY"]
     message = sim.step(Message(0.0, []))
     assert types(message) == ["JOB_COMPLETED"]
-    # the only job using delay_10 finished: Batsim 4 forgot the profile
+    # the only job using delay_10 finished. Batsim forgets it (and, with no live job using it,
+    # its profile) once the message telling it is sent (server.cpp's jobs_to_be_deleted),
+    # after the REQ-REP actor it creates has parsed the reply: a registration in this very
+    # reply still finds the profile, one in the next reply does not
     job = {"id": "w0!1b", "subtime": 10.0, "res": 1, "profile": "delay_10"}
+    message = sim.step(Message(10.0, [RegisterJob(10.0, "w0!1b", job), CallMeLater(10.0, 15.0)]))
+    assert types(message) == ["REQUESTED_CALL"] and message.now == 15.0
+    message = sim.step(Message(15.0, [ExecuteJob(15.0, "w0!1b", ProcSet(0))]))
+    assert types(message) == ["JOB_COMPLETED"] and message.now == 25.0
+    sim.step(Message(25.0, [CallMeLater(25.0, 30.0)]))
+    job = {"id": "w0!1c", "subtime": 30.0, "res": 1, "profile": "delay_10"}
     with pytest.raises(InvalidDecision, match="does not exist"):
-        sim.step(Message(10.0, [RegisterJob(10.0, "w0!1b", job)]))
+        sim.step(Message(30.0, [RegisterJob(30.0, "w0!1c", job)]))
     sim2, _ = sim_at_first_submission(wl, dynamic_jobs=True)
     no_subtime = {"id": "w0!x", "res": 1, "profile": "delay_10"}
     with pytest.raises(InvalidDecision, match="no 'subtime'"):
@@ -207,6 +216,33 @@ def test_kill_answers_completed_then_killed_with_progress() -> None:
         "w0!1": {"profile_name": "delay_40", "progress": 0.25}
     }
     assert types(sim.step(Message(10.0, []))) == ["SIMULATION_ENDS"]
+
+
+def test_kill_of_a_job_that_completed_since_the_last_message_is_acknowledged() -> None:
+    """Batsim 4.2.1 forgets a finished job only once the message telling it is sent
+    (server.cpp's ``jobs_to_be_deleted``), and ``server_on_kill_jobs`` accepts a kill of a job
+    that ``is_complete()``: the killer skips it, JOB_KILLED lists it with no progress. Here the
+    scheduler answers the call at 5 only at 12: the job completed at 10 meanwhile."""
+    sim, _ = sim_at_first_submission(workload((1, 0, 1, 10, None)))
+    sim.step(Message(0.0, [ExecuteJob(0.0, "w0!1", ProcSet(0)), CallMeLater(0.0, 5.0)]))
+    message = sim.step(Message(0.0, []))
+    assert types(message) == ["REQUESTED_CALL"] and message.now == 5.0
+    message = sim.step(Message(12.0, [KillJob(12.0, ["w0!1"])]))
+    assert types(message) == ["JOB_COMPLETED", "JOB_KILLED"] and message.now == 12.0
+    completed, killed = message.events
+    assert (completed.job_state, completed.timestamp) == ("COMPLETED_SUCCESSFULLY", 10.0)
+    assert (killed.job_ids, killed.job_progress) == (["w0!1"], {})
+    assert sim.rows[0].split(",")[7] == "COMPLETED_SUCCESSFULLY"
+    assert types(sim.step(Message(12.0, []))) == ["SIMULATION_ENDS"]
+    # once that message is sent, the job is forgotten: a kill now is Batsim's "does not exist"
+    sim, _ = sim_at_first_submission(workload((1, 0, 1, 10, None)))
+    sim.step(Message(0.0, [ExecuteJob(0.0, "w0!1", ProcSet(0)), CallMeLater(0.0, 5.0)]))
+    sim.step(Message(0.0, []))
+    message = sim.step(Message(5.0, [CallMeLater(5.0, 11.0)]))
+    assert types(message) == ["JOB_COMPLETED"]
+    assert types(sim.step(Message(10.0, []))) == ["REQUESTED_CALL"]
+    with pytest.raises(InvalidDecision, match="already finished"):
+        sim.step(Message(11.0, [KillJob(11.0, ["w0!1"])]))
 
 
 def test_late_reply_delivers_events_that_fired_while_the_scheduler_was_busy() -> None:

@@ -612,6 +612,10 @@ class Safeguard(Component):
 
     def on_completed(self, running: RunningJob, event: JobCompleted, now: float) -> None:
         self._to_kill_at.pop(event.job_id, None)
+        if event.job_state != "COMPLETED_KILLED":
+            # it ended on its own while our kill was on its way: Batsim still acknowledges the
+            # kill (JOB_KILLED lists the job, with no progress), and nothing is resubmitted
+            self._killed.discard(event.job_id)
 
     def on_requested_call(self, now: float) -> None:
         self._call_received = True  # kills are decided once the whole message is read
@@ -619,7 +623,9 @@ class Safeguard(Component):
     def after_events(self, now: float) -> None:
         """Kill the small jobs that reached the divider. Only now, after every event of the
         message: a job whose runtime equals the divider completes in the same message as the
-        call, possibly after it, and Batsim 4 aborts on a kill of a finished job."""
+        call, possibly after it, and Batsim 4 aborts on a kill of a job it has forgotten (one
+        whose completion it has sent). One completing in a later message at the same instant
+        is killed while complete, which Batsim acknowledges (see :meth:`on_completed`)."""
         if self._call_received:
             self._call_received = False
             self._kill_overdue(now)

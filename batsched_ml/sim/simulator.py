@@ -100,7 +100,7 @@ class InvalidDecision(SimulationError):
         self.reason = reason
 
 
-_SUBMITTED, _RUNNING, _DONE = 1, 2, 3
+_SUBMITTED, _RUNNING, _DONE, _REJECTED = 1, 2, 3, 4
 
 # Messages to Batsim's server (``IPMessageType``): (kind, data).
 (
@@ -203,6 +203,7 @@ class BatsimSimulator:
         self._workloads: dict[str, _Workload] = {}
         self._static: list[deque[_LiveJob]] = []
         self._live: dict[str, _LiveJob] = {}
+        self._to_delete: list[_LiveJob] = []  # finished or rejected, until the next message
         self._used_ids: set[str] = set()
         self._busy = 0
         self._kernel = Kernel()
@@ -404,6 +405,14 @@ class BatsimSimulator:
         self._outbox = []
         yield (CREATE, "Scheduler REQ-REP", self._request_reply(message))
         self._sched_ready = False
+        # the main loop's ``jobs_to_be_deleted``: a job that ended or was rejected is forgotten
+        # once the message telling it is sent, not when it ended, so a KILL_JOB in the reply
+        # to an earlier message (a call at the very instant the job ends) finds it complete
+        # and is acknowledged (JOB_KILLED), as Batsim does (``server_on_kill_jobs``)
+        for job in self._to_delete:
+            del self._live[job.job_id]
+            self._release_profile(job)
+        self._to_delete = []
 
     def _request_reply(self, message: Message) -> _Code:
         """``request_reply_scheduler_process`` and ``JsonProtocolReader``: send the message,
@@ -511,7 +520,7 @@ class BatsimSimulator:
 
     def _finish(self, job: _LiveJob) -> None:
         self._busy &= ~job.mask
-        del self._live[job.job_id]
+        self._to_delete.append(job)
         job.actor = None  # its code is over: neither kept alive nor traversed by the GC
         assert job.alloc is not None
         self.rows.append(
@@ -531,7 +540,6 @@ class BatsimSimulator:
         )
         code = 0 if job.final == "COMPLETED_SUCCESSFULLY" else -1
         self._outbox.append(JobCompleted(self._stamp(), job.job_id, job.final, code, job.alloc))
-        self._release_profile(job)
 
     def _release_profile(self, job: _LiveJob) -> None:
         """Batsim 4 forgets a finished job, and its profile once no live job uses it."""
@@ -584,7 +592,8 @@ class BatsimSimulator:
         job = self._known_job(decision.TYPE, decision.job_id)
         if job.state != _SUBMITTED:
             raise InvalidDecision(decision.TYPE, job.job_id, "job is already running")
-        del self._live[job.job_id]
+        job.state = _REJECTED
+        self._to_delete.append(job)
         self.rows.append(
             jobs_csv.rejected_row(
                 name=job.name,
@@ -596,7 +605,6 @@ class BatsimSimulator:
                 metadata=job.metadata,
             )
         )
-        self._release_profile(job)
 
     def _on_kill(self, decision: KillJob) -> Simcall | None:
         jobs: list[_LiveJob] = []
@@ -604,7 +612,7 @@ class BatsimSimulator:
             job = self._known_job(decision.TYPE, job_id)
             if job.kill_requested:
                 continue
-            if job.state == _SUBMITTED:
+            if job.state == _SUBMITTED or job.state == _REJECTED:
                 raise InvalidDecision(decision.TYPE, job_id, "job is not running")
             job.kill_requested = True
             jobs.append(job)
@@ -668,7 +676,7 @@ class BatsimSimulator:
         return (
             self._submitters_done == len(self._static)
             and self._registration_finished
-            and not self._live
+            and len(self._live) == len(self._to_delete)  # nb_completed == nb_submitted
             and not self._running
             and not self._waiters
             and not self._killers
