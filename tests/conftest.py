@@ -3,7 +3,9 @@ and the read-only traces of ``../shared`` (tests that need them skip without it)
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Hypothesis keeps no example database and its other files (a cache of the constants it reads in
 # the code) in a temporary folder: the tests write only into temporary folders. A failure prints
-# its falsifying example, which goes into the test as an @example.
-set_hypothesis_home_dir(tempfile.mkdtemp(prefix="batsched-ml-hypothesis-"))
+# its falsifying example, which goes into the test as an @example. The folder goes at exit.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="batsched-ml-hypothesis-")
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 settings.register_profile("no-database", database=None)
 settings.load_profile("no-database")
 

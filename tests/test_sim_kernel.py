@@ -13,6 +13,7 @@ only where no C compiler is found.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
 import hashlib
@@ -52,6 +53,7 @@ def _compiled_module() -> ModuleType | None:
     if shutil.which(compiler[0]) is None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="batsched-ml-ckernel-"))
+    atexit.register(shutil.rmtree, folder, True)  # the loaded module needs no file
     target = folder / f"_ckernel{sysconfig.get_config_var('EXT_SUFFIX')}"
     command = [
         *compiler,
