@@ -1,8 +1,10 @@
-"""The compiled SimGrid kernel (``batsched_ml.sim._ckernel``), built from source at install.
+"""The compiled parts, built from source at install: the SimGrid kernel
+(``batsched_ml.sim._ckernel``) and the forest's walk (``batsched_ml.predict._cforest``).
 
-Everything else about the package is in pyproject.toml. The extension is optional: without a C
-compiler the install goes on and the simulator runs its pure-Python kernel
-(``batsched_ml.sim.simgrid.Kernel``), which gives the same results, more slowly.
+Everything else about the package is in pyproject.toml. Both extensions are optional: without a
+C compiler the install goes on and their pure-Python references run (``batsched_ml.sim.simgrid.
+Kernel``, ``batsched_ml.predict.forest.FastForest.proba``), which give the same results, more
+slowly (batsched_ml/compiled.py).
 """
 
 import hashlib
@@ -10,20 +12,24 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-SOURCE = "batsched_ml/sim/_ckernel.c"
-# the module knows the source it was built from: simgrid.kernel_class() does not use a build
-# older than the _ckernel.c beside it (an editable install that was not rebuilt)
-DIGEST = hashlib.sha256((Path(__file__).parent / SOURCE).read_bytes()).hexdigest()
+
+def extension(name: str, source: str) -> Extension:
+    # the module knows the source it was built from: batsched_ml.compiled does not use a build
+    # older than the .c beside it (an editable install that was not rebuilt)
+    digest = hashlib.sha256((Path(__file__).parent / source).read_bytes()).hexdigest()
+    return Extension(
+        name,
+        sources=[source],
+        define_macros=[("SOURCE_SHA256", f'"{digest}"')],
+        # no fused multiply-add: SimGrid rounds the product and the difference apart
+        extra_compile_args=["-O2", "-ffp-contract=off"],
+        optional=True,
+    )
+
 
 setup(
     ext_modules=[
-        Extension(
-            "batsched_ml.sim._ckernel",
-            sources=[SOURCE],
-            define_macros=[("SOURCE_SHA256", f'"{DIGEST}"')],
-            # no fused multiply-add: SimGrid rounds the product and the difference apart
-            extra_compile_args=["-O2", "-ffp-contract=off"],
-            optional=True,
-        )
+        extension("batsched_ml.sim._ckernel", "batsched_ml/sim/_ckernel.c"),
+        extension("batsched_ml.predict._cforest", "batsched_ml/predict/_cforest.c"),
     ]
 )

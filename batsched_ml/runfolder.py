@@ -100,12 +100,14 @@ def code_identity() -> dict[str, Any]:
     """The code that runs: version, source digest, git commit (and whether the package's
     files differ from it), the simulator's kernel and the result-shaping libraries' versions.
 
-    The digest covers the package's Python files and, when the simulator runs the compiled
-    SimGrid kernel, the digest of the C source that kernel was built from (the module knows
-    it: an installed wheel has no ``.c`` file to read). Both kernels give the same results
-    (the tests run both on every recording), but a run made by one is not taken for a run
-    made by the other: a campaign resuming under the other kernel replays it again.
+    The digest covers the package's Python files and, for each compiled part in use (the
+    SimGrid kernel, the forest's walk: :mod:`batsched_ml.compiled`), the digest of the C
+    source it was built from (the module knows it: an installed wheel has no ``.c`` file to
+    read). Each gives the same results as its Python reference (the tests compare them), but a
+    run made by one is not taken for a run made by the other: a campaign resuming under the
+    other replays it again.
     """
+    from batsched_ml.compiled import compiled_module
     from batsched_ml.sim.simgrid import Kernel, kernel_class
 
     package = Path(__file__).resolve().parent
@@ -117,10 +119,14 @@ def code_identity() -> dict[str, Any]:
     if kernel is not Kernel:
         built_from = getattr(sys.modules[kernel.__module__], "SOURCE_SHA256", "")
         digest.update(b"compiled kernel\0" + str(built_from).encode())
+    forest = compiled_module("batsched_ml.predict._cforest", package / "predict" / "_cforest.c")
+    if forest is not None:
+        digest.update(b"compiled forest\0" + str(forest.SOURCE_SHA256).encode())
     out: dict[str, Any] = {
         "version": __version__,
         "source_sha256": digest.hexdigest(),
         "kernel": "python" if kernel is Kernel else "compiled",
+        "forest": "python" if forest is None else "compiled",
         "git_commit": None,
         "git_dirty": None,
     }

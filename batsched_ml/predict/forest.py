@@ -19,10 +19,12 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from batsched_ml.compiled import compiled_module
 from batsched_ml.predict.params import ForestParams
 
 if TYPE_CHECKING:
@@ -126,11 +128,16 @@ class FastForest:
     wins, ties to the first.
     """
 
-    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+    def __init__(self, arrays: dict[str, np.ndarray], *, compiled: bool = True) -> None:
         self.arrays = arrays
         self.classes = arrays["classes"].tolist()
         self.n_features = int(arrays["n_features"])
         self._trees: list[list[tuple[Any, Any, Any, Any]]] | None = None
+        #: the compiled walk (``_cforest.c``, the same arithmetic) when it is built and not
+        #: turned off (:mod:`batsched_ml.compiled`); ``compiled=False``: this module's walk
+        self.compiled = compiled_walk(arrays) if compiled else None
+        if self.compiled is not None:
+            self.proba = self.compiled.proba  # type: ignore[method-assign]
 
     @classmethod
     def from_forest(cls, forest: RandomForestClassifier) -> FastForest:
@@ -151,7 +158,8 @@ class FastForest:
         return self._trees
 
     def proba(self, row: list[float] | np.ndarray) -> tuple[float, float]:
-        """Class probabilities of one sample, in the order of ``classes``."""
+        """Class probabilities of one sample, in the order of ``classes``. (The reference: an
+        instance with the compiled walk has it in this method's place.)"""
         x = np.asarray(row, dtype=np.float32).tolist()
         first = second = 0.0
         trees = self.trees
@@ -170,6 +178,22 @@ class FastForest:
         """The predicted class (ties go to the first class, as ``predict`` does)."""
         first, second = self.proba(row)
         return self.classes[1] if second > first else self.classes[0]
+
+
+def compiled_walk(arrays: dict[str, np.ndarray]) -> Any:
+    """``_cforest.Forest`` over ``arrays`` (copied, as int64 and float64, and checked again in
+    C), or None when the compiled part is not there or turned off."""
+    module = compiled_module(_CFOREST, Path(__file__).with_name("_cforest.c"))
+    if module is None:
+        return None
+    as_int = {k: np.ascontiguousarray(arrays[k], dtype=np.int64) for k in _INT_ARRAYS}
+    as_float = {k: np.ascontiguousarray(arrays[k], dtype=np.float64) for k in _FLOAT_ARRAYS}
+    return module.Forest(**as_int, **as_float, n_features=int(arrays["n_features"]))
+
+
+_CFOREST = "batsched_ml.predict._cforest"
+_INT_ARRAYS = ("offsets", "left", "right", "feature")
+_FLOAT_ARRAYS = ("threshold", "p0", "p1")
 
 
 @dataclass

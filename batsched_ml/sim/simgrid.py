@@ -56,15 +56,14 @@ build made from another ``_ckernel.c`` (an editable install not rebuilt) is not 
 
 from __future__ import annotations
 
-import hashlib
-import os
-import warnings
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Generator
 from itertools import count
 from pathlib import Path
 from typing import Any, cast
+
+from batsched_ml import compiled
 
 SLEEP, PUT, GET, CREATE, KILL, EXCHANGE = range(6)
 
@@ -364,28 +363,15 @@ def _key(action: Sleep | Comm) -> int:
     return action.key
 
 
-KERNEL_VARIABLE = "BATSCHED_ML_KERNEL"
+KERNEL_VARIABLE = compiled.VARIABLE
 
 
 def kernel_class() -> type[Kernel]:
     """The kernel the simulator runs: the compiled one (``_ckernel``, built from
     ``_ckernel.c`` at install) when it is there, else this module's :class:`Kernel`;
-    ``BATSCHED_ML_KERNEL=python`` forces this module's. Both give the same results (the
-    tests run both on every recording)."""
-    if os.environ.get(KERNEL_VARIABLE, "").strip().lower() == "python":
-        return Kernel
-    try:
-        from batsched_ml.sim import _ckernel  # type: ignore[attr-defined]
-    except ImportError:
-        return Kernel
-    source = Path(__file__).with_name("_ckernel.c")
-    digest = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else None
-    if digest is not None and digest != _ckernel.SOURCE_SHA256:
-        warnings.warn(
-            f"{_ckernel.__name__} was built from another {source.name}: rebuild it "
-            "(pip install -e .); running the pure-Python kernel meanwhile",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return Kernel
-    return cast(type[Kernel], _ckernel.Kernel)
+    ``BATSCHED_ML_KERNEL=python`` forces this module's (:mod:`batsched_ml.compiled`). Both give
+    the same results (the tests run both on every recording)."""
+    module = compiled.compiled_module(
+        "batsched_ml.sim._ckernel", Path(__file__).with_name("_ckernel.c")
+    )
+    return Kernel if module is None else cast(type[Kernel], module.Kernel)

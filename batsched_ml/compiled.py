@@ -1,0 +1,54 @@
+"""The optional compiled parts, and the one rule that decides whether one is used.
+
+Two C extensions are built from source at ``pip install`` (``setup.py``), each the exact
+double-for-double copy of a Python reference that stays in the package:
+
+* ``batsched_ml.sim._ckernel``: the SimGrid kernel (:class:`batsched_ml.sim.simgrid.Kernel`);
+* ``batsched_ml.predict._cforest``: the forest's walk (:meth:`batsched_ml.predict.forest.
+  FastForest.proba`).
+
+Both are optional (without a C compiler the install goes on and the Python references run, with
+the same results, more slowly). A compiled part is used when it was built from the very source
+file beside it: each module knows the SHA-256 of the source it was built from, and an editable
+install whose ``.c`` changed since is not used (a warning says so). ``BATSCHED_ML_KERNEL=python``
+turns every compiled part off. ``run.json`` names what ran (:func:`batsched_ml.runfolder.
+code_identity`), and the code digest counts each compiled part's source digest, so a campaign
+never takes a run of one for a run of the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+#: ``BATSCHED_ML_KERNEL=python``: every compiled part off (the name is the first part's).
+VARIABLE = "BATSCHED_ML_KERNEL"
+
+
+def forced_python() -> bool:
+    return os.environ.get(VARIABLE, "").strip().lower() == "python"
+
+
+def compiled_module(name: str, source: Path) -> ModuleType | None:
+    """The extension module ``name`` if it is importable, built from ``source`` (when that file
+    is there: an installed wheel has no ``.c``) and not turned off; else None."""
+    if forced_python():
+        return None
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None
+    digest = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else None
+    if digest is not None and digest != getattr(module, "SOURCE_SHA256", None):
+        warnings.warn(
+            f"{name} was built from another {source.name}: rebuild it (pip install -e .); "
+            "running its pure-Python reference meanwhile",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return module
