@@ -9,12 +9,14 @@ section 6.1) and the five variants (Figure 9). ``batsched-ml paper-results`` is 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from batsched_ml import registry
 from batsched_ml.campaign import RunSpec
+from batsched_ml.errors import UserError
 
 PAPER_TRACES = (
     "KTH-SP2-1996-2.1-cln",
@@ -256,5 +258,108 @@ def report(summaries: dict[RunSpec, dict[str, Any]], traces: list[str]) -> str:
                 )
     analysis = Path(__file__).resolve().parents[1] / "docs" / "results-analysis.md"
     if analysis.exists():
-        lines += ["", analysis.read_text().rstrip()]
+        lines += ["", fill_figures(analysis.read_text().rstrip(), get, traces, analysis.name)]
     return "\n".join(lines) + "\n"
+
+
+class FigureError(UserError, ValueError):
+    """A ``{{ ... }}`` of the analysis that names no figure of the page."""
+
+
+#: ``{{ ... }}`` in docs/results-analysis.md: a figure of this page's runs (:func:`fill_figures`)
+_FIGURE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+#: what ``quality`` and ``range quality`` read: FCFS classification-idempotent's classification
+#: summary, as the Tables 5 and 6 rows show it (a share of jobs for FS and FL)
+_QUALITY_FIELDS = ("accuracy", "precision", "recall", "FS", "FL")
+#: the paper's Table 5 column of each field, its precision and recall swapped back (see the page)
+_PAPER_COLUMN = {"accuracy": 0, "precision": 2, "recall": 1}
+
+
+def fill_figures(
+    text: str,
+    get: dict[tuple[str, str, str], dict[str, Any]],
+    traces: list[str],
+    source: str = "the analysis",
+) -> str:
+    """Replace each ``{{ FIGURE }}`` of the hand-written analysis by its value in this page's
+    runs, so that no figure the prose quotes is left from an older run:
+
+    * ``{{ gain TRACE POLICY VARIANT }}``: the improvement (%) of the cumulative bounded slowdown
+      of VARIANT over the same policy's base, as the section 6.1 table gives it ("35");
+    * ``{{ gain-fcfs TRACE POLICY VARIANT }}``: the same over base FCFS (Table 7);
+    * ``{{ quality TRACE FIELD }}``: FCFS classification-idempotent's ``accuracy``,
+      ``precision`` or ``recall`` (%, "85"), or ``FS`` / ``FL`` (% of the jobs, "6.2");
+    * ``{{ range gain POLICY VARIANT }}`` and ``{{ range quality FIELD }}``: the smallest and
+      the largest over the page's traces ("29 to 47");
+    * ``{{ range quality-gap FIELD }}``: how far ``accuracy``, ``precision`` or ``recall`` (as
+      the table rounds them) is from the paper's Table 5, in points, smallest to largest.
+
+    TRACE is the paper's short name (``KTH-SP2``). A figure whose runs are missing, or whose
+    trace the page leaves out, reads ``n/a``; an unknown figure raises :class:`FigureError`
+    naming it (no page is written)."""
+    by_short = {short(trace): trace for trace in traces}
+    known = {short(trace) for trace in (*PAPER_TRACES, *traces)}
+
+    def gain(trace: str, policy: str, variant: str, base_policy: str | None) -> float | None:
+        base = get.get((trace, base_policy or policy, "base"))
+        other = get.get((trace, policy, variant))
+        if not (base and other):
+            return None
+        return _improvement(base["cumulative_bsld"], other["cumulative_bsld"])
+
+    def quality(trace: str, field: str) -> float | None:
+        s = get.get((trace, "fcfs", "classification-idempotent"))
+        if s is None or "classification" not in s:
+            return None
+        q = s["classification"]
+        if field in ("FS", "FL"):
+            return 100.0 * q.get(field, 0) / max(1, q.get("jobs_scored", 1))
+        value = q.get(field)
+        return None if value is None else 100.0 * value
+
+    def text_of(value: float | None, field: str = "") -> str:
+        if value is None:
+            return "n/a"
+        return f"{value:.1f}" if field in ("FS", "FL") else f"{value:.0f}"
+
+    fields = _QUALITY_FIELDS
+    columns = [[name] for name in _PAPER_COLUMN]
+
+    def figure(match: re.Match[str]) -> str:
+        words = match.group(1).split()
+        kind, args = (words[0], words[1:]) if words else ("", [])
+        if kind in ("gain", "gain-fcfs") and len(args) == 3 and args[0] in known:
+            if args[0] not in by_short:  # a paper trace this page leaves out (--traces)
+                return "n/a"
+            base_policy = "fcfs" if kind == "gain-fcfs" else None
+            return text_of(gain(by_short[args[0]], args[1], args[2], base_policy))
+        if kind == "quality" and len(args) == 2 and args[0] in known and args[1] in fields:
+            if args[0] not in by_short:
+                return "n/a"
+            return text_of(quality(by_short[args[0]], args[1]), args[1])
+        if kind == "range" and args[:1] == ["gain"] and len(args) == 3:
+            values = [gain(t, args[1], args[2], None) for t in traces]
+            return _range([v for v in values if v is not None], text_of)
+        if kind == "range" and args[:1] == ["quality-gap"] and args[1:] in columns:
+            column = _PAPER_COLUMN[args[1]]  # how far from the paper's Table 5, in points
+            gaps = []
+            for t in traces:
+                ours, paper = quality(t, args[1]), PAPER_TABLE5.get(short(t))
+                if ours is not None and paper is not None:
+                    gaps.append(float(abs(round(ours) - paper[column])))
+            return _range(gaps, text_of)
+        if kind == "range" and args[:1] == ["quality"] and len(args) == 2 and args[1] in fields:
+            values = [quality(t, args[1]) for t in traces]
+            found = [v for v in values if v is not None]
+            return _range(found, lambda v: text_of(v, args[1]))
+        line = text.count("\n", 0, match.start()) + 1
+        raise FigureError(f"{source}:{line}: unknown figure {match.group(0)!r}")
+
+    return _FIGURE.sub(figure, text)
+
+
+def _range(values: list[float], text_of: Callable[[float], str]) -> str:
+    if not values:
+        return "n/a"
+    low, high = text_of(min(values)), text_of(max(values))
+    return low if low == high else f"{low} to {high}"
