@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batsched_ml import registry
-from batsched_ml.collector import alive_frozen, collector_paused
 from batsched_ml.errors import ConfigError
+from batsched_ml.gc_control import alive_frozen, collector_paused
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer
 from batsched_ml.protocol.events import Message

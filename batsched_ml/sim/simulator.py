@@ -48,8 +48,8 @@ from typing import Any
 from procset import ProcSet
 
 from batsched_ml.alloc import mask_of, procset_of
-from batsched_ml.collector import collector_paused
 from batsched_ml.errors import UserError
+from batsched_ml.gc_control import collector_paused
 from batsched_ml.protocol.events import (
     CallMeLater,
     Event,

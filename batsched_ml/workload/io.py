@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from batsched_ml.collector import collector_paused
 from batsched_ml.errors import UserError
+from batsched_ml.gc_control import collector_paused
 from batsched_ml.workload.convert import BatsimWorkload, convert_trace
 from batsched_ml.workload.platform import write_platform
 from batsched_ml.workload.swf import read_swf

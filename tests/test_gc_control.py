@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from batsched_ml.collector import alive_frozen, collector_paused
+from batsched_ml.gc_control import alive_frozen, collector_paused
 
 
 def test_the_collector_is_paused_then_as_before() -> None:
