@@ -66,6 +66,8 @@ TWO_JOBS = workload((1, 0, 2, 10, 100), (2, 0, 2, 20, 100))
             "EXECUTE_JOB",
             "already running",
         ),
+        ([RejectJob(0, "w0!1"), ExecuteJob(0, "w0!1", ProcSet((0, 1)))], "EXECUTE_JOB", "rejected"),
+        ([RejectJob(0, "w0!1"), RejectJob(0, "w0!1")], "REJECT_JOB", "job was rejected"),
         (
             [ExecuteJob(0, "w0!1", ProcSet((0, 1))), ExecuteJob(0, "w0!2", ProcSet((1, 2)))],
             "EXECUTE_JOB",

@@ -101,6 +101,13 @@ class InvalidDecision(SimulationError):
 
 
 _SUBMITTED, _RUNNING, _DONE, _REJECTED = 1, 2, 3, 4
+# why a job that is not waiting cannot be executed or rejected (a finished or rejected job is
+# still known until the message telling it is sent)
+_NOT_WAITING = {
+    _RUNNING: "job is already running",
+    _DONE: "job has already finished",
+    _REJECTED: "job was rejected",
+}
 
 # Messages to Batsim's server (``IPMessageType``): (kind, data).
 (
@@ -553,7 +560,7 @@ class BatsimSimulator:
     def _on_execute(self, decision: ExecuteJob) -> Simcall:
         job = self._known_job(decision.TYPE, decision.job_id)
         if job.state != _SUBMITTED:
-            raise InvalidDecision(decision.TYPE, job.job_id, "job is already running")
+            raise InvalidDecision(decision.TYPE, job.job_id, _NOT_WAITING[job.state])
         if decision.extra:
             raise InvalidDecision(
                 decision.TYPE, job.job_id, f"unsupported fields {sorted(decision.extra)}"
@@ -591,7 +598,7 @@ class BatsimSimulator:
     def _on_reject(self, decision: RejectJob) -> None:
         job = self._known_job(decision.TYPE, decision.job_id)
         if job.state != _SUBMITTED:
-            raise InvalidDecision(decision.TYPE, job.job_id, "job is already running")
+            raise InvalidDecision(decision.TYPE, job.job_id, _NOT_WAITING[job.state])
         job.state = _REJECTED
         self._to_delete.append(job)
         self.rows.append(
