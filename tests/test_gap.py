@@ -82,8 +82,8 @@ def test_gap_rows_pair_base_method_and_ceiling_within_each_copy():
         {"trace": "T", "policy": "fcfs", "variant": "m", "copy": 3, "cumulative_bsld": 1},
     ]  # fmt: skip
     rows = gap_rows(runs)
-    assert [r.method for r in rows] == ["m", "class-clairvoyant"]
-    m = rows[0]
+    assert [r.method for r in rows] == ["base", "m", "class-clairvoyant"]
+    m = rows[1]
     assert m.copies == 2
     # gains 0.3 and 0.4; shares 0.5 and 0.8; t(0.975, 1 df) = 12.706205
     assert m.gain.mean == pytest.approx(0.35)
@@ -91,8 +91,9 @@ def test_gap_rows_pair_base_method_and_ceiling_within_each_copy():
     assert m.share is not None and m.share.mean == pytest.approx(0.65)
     assert m.share.high - m.share.mean == pytest.approx(12.706205 * 0.15, abs=1e-6)
     table = gap_table(rows)
-    assert "| T | fcfs | m | 35 ± 64 | 65 ± 191 | 2 |" in table
-    assert "| T | fcfs | class-clairvoyant | 55 ± 64 | 100 | 2 |" in table
+    assert "| T | fcfs | m | n/a | 35 ± 64 | 65 ± 191 | n/a | 2 |" in table
+    assert "| T | fcfs | class-clairvoyant | n/a | 55 ± 64 | 100 | n/a | 2 |" in table
+    assert "| T | fcfs | base | n/a | 0 | 0 | n/a | 2 |" in table
 
 
 def test_replay_of_a_shaken_copy_is_its_own_run_and_repeats_byte_for_byte(
@@ -136,8 +137,8 @@ def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_
         row("base", 1, 200.0),
         row("class-clairvoyant", 0, 40.0),
         row("class-clairvoyant", 1, 100.0),
-        row("classification-idempotent", 0, 70.0),
-        row("classification-idempotent", 1, 120.0),
+        row("classification-idempotent", 0, 70.0, mean_bsld=7.0, kills=30, jobs=100),
+        row("classification-idempotent", 1, 120.0, mean_bsld=12.0, kills=50, jobs=100),
         row("classification-idempotent", 0, 55.0, predictor="easy++"),
         row("classification-idempotent", 1, 110.0, predictor="easy++"),
         row("classification-idempotent", 2, 1.0, status="failed"),  # never counted
@@ -148,6 +149,13 @@ def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_
     assert path is not None
     text = path.read_text()
     # shares: 0.5 and 0.8 -> 65 ± 191; with easy++: 0.75 and 0.9 -> 82 ± 95
-    assert "| T | spf | classification-idempotent | 35 ± 64 | 65 ± 191 | 2 |" in text
-    assert "| T | spf | classification-idempotent + easy++ | 45 ± 0 | 82 ± 95 | 2 |" in text
+    # with the mean bounded slowdown and the kills where the records have them
+    assert (
+        "| T | spf | classification-idempotent | 9.50 | 35 ± 64 | 65 ± 191 | 40 (40 % of jobs) "
+        "| 2 |" in text
+    )
+    assert (
+        "| T | spf | classification-idempotent + easy++ | n/a | 45 ± 0 | 82 ± 95 | n/a | 2 |"
+        in text
+    )
     assert write_gap(records[:2] + records[4:6], tmp_path / "none") is None  # no ceiling

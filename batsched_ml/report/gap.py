@@ -90,6 +90,11 @@ class GapRow:
     gain: Estimate
     share: Estimate | None  # None when no copy has a gap to close
     copies: int
+    #: means over the same copies, when the records have them: the mean bounded slowdown, and
+    #: the jobs killed at the divider and resubmitted per run with the trace's job count
+    mean_bsld: float | None = None
+    kills: float | None = None
+    jobs: float | None = None
 
 
 def gap_rows(
@@ -102,6 +107,7 @@ def gap_rows(
     lacking either is left out (never compared with another copy's). Rows come in the order
     of first appearance."""
     cells: dict[tuple[str, str, object], dict[str, float]] = defaultdict(dict)
+    extras: dict[tuple[str, str, object, str], dict[str, float]] = {}
     order: list[tuple[str, str, str]] = []
     for run in runs:
         key = (str(run["trace"]), str(run["policy"]), run.get("copy", 0))
@@ -109,23 +115,37 @@ def gap_rows(
         if variant in cells[key]:
             raise ValueError(f"two runs of {variant} for {key}")
         cells[key][variant] = float(run[value])  # type: ignore[arg-type]
-        if variant != BASE and (key[0], key[1], variant) not in order:
+        extras[(*key, variant)] = {
+            name: float(run[name])  # type: ignore[arg-type]
+            for name in _EXTRAS
+            if isinstance(run.get(name), int | float) and not math.isnan(float(run[name]))  # type: ignore[arg-type]
+        }
+        if (key[0], key[1], variant) not in order:
             order.append((key[0], key[1], variant))
     rows = []
     for trace, policy, method in order:
         gains: list[float] = []
         shares: list[float] = []
-        for (t, p, _copy), values in cells.items():
+        seen: list[dict[str, float]] = []
+        for (t, p, copy), values in cells.items():
             if (t, p) != (trace, policy) or method not in values or BASE not in values:
                 continue
             base = values[BASE]
             gains.append(gain(base, values[method]))
-            if CEILING in values:
+            seen.append(extras[(t, p, copy, method)])
+            if method == BASE:
+                shares.append(0.0)
+            elif CEILING in values:
                 share = share_of_ceiling(base, values[method], values[CEILING])
                 if share is not None:
                     shares.append(share)
         if not gains:
             continue
+        means = {
+            name: sum(e[name] for e in seen) / len(seen)
+            for name in _EXTRAS
+            if all(name in e for e in seen)
+        }
         rows.append(
             GapRow(
                 trace,
@@ -134,25 +154,44 @@ def gap_rows(
                 estimate(gains),
                 estimate(shares) if shares else None,
                 len(gains),
+                means.get("mean_bsld"),
+                means.get("kills"),
+                means.get("jobs"),
             )
         )
     return rows
+
+
+#: what a row also gives, as the mean over its copies, when the run records have it
+_EXTRAS = ("mean_bsld", "kills", "jobs")
 
 
 def gap_table(rows: Sequence[GapRow]) -> str:
     """The rows as a markdown table: gain over the base and share of the ceiling, in %, as the
     mean over the shaken copies ± the half width of the 95 % interval."""
     lines = [
-        "| trace | policy | method | gain over base (%) | share of the ceiling (%) | copies |",
-        "|---|---|---|---:|---:|---:|",
+        "| trace | policy | method | mean bounded slowdown | gain over base (%) "
+        "| share of the ceiling (%) | killed and resubmitted per run | copies |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         share = row.share.text() if row.share is not None else "n/a"
         if row.method == CEILING:
             share = "100"
+        elif row.method == BASE:
+            share = "0"
+        bsld = "n/a" if row.mean_bsld is None else f"{row.mean_bsld:.2f}"
+        if row.kills is None:
+            kills = "n/a"
+        elif not row.kills:
+            kills = "0"
+        else:
+            of_jobs = f" ({100 * row.kills / row.jobs:.0f} % of jobs)" if row.jobs else ""
+            kills = f"{row.kills:,.0f}{of_jobs}"
+        gain_text = "0" if row.method == BASE else row.gain.text()
         lines.append(
-            f"| {row.trace} | {row.policy} | {row.method} | {row.gain.text()} | {share} | "
-            f"{row.copies} |"
+            f"| {row.trace} | {row.policy} | {row.method} | {bsld} | {gain_text} | {share} | "
+            f"{kills} | {row.copies} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -201,6 +240,7 @@ def rows_from_results(records: Iterable[Mapping[str, object]]) -> list[GapRow]:
                 if copy is None or (isinstance(copy, float) and math.isnan(copy))
                 else copy,
                 "cumulative_bsld": record["cumulative_bsld"],
+                **{name: record[name] for name in _EXTRAS if name in record},
             }
         )
     return gap_rows(runs)
@@ -218,7 +258,8 @@ def write_gap(records: Iterable[Mapping[str, object]], output: Path) -> Path | N
         "Gain of each method over the same policy's base (reduction of the cumulative bounded "
         "slowdown) and its share of the class-clairvoyant ceiling's gain, in %: the mean over "
         "the shaken copies of each trace ± the half width of the 95 % Student-t interval "
-        "(`batsched_ml/report/gap.py`).\n\n" + gap_table(rows)
+        "(`batsched_ml/report/gap.py`); the mean bounded slowdown and the jobs killed at the "
+        "divider and resubmitted per run, means over the same copies.\n\n" + gap_table(rows)
     )
     path.write_text(text)
     return path
