@@ -267,7 +267,7 @@ class FigureError(UserError, ValueError):
 
 
 #: ``{{ ... }}`` in docs/results-analysis.md: a figure of this page's runs (:func:`fill_figures`)
-_FIGURE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+_FIGURE = re.compile(r"\{\{\s*(.*?)\s*\}\}", re.DOTALL)
 #: what ``quality`` and ``range quality`` read: FCFS classification-idempotent's classification
 #: summary, as the Tables 5 and 6 rows show it (a share of jobs for FS and FL)
 _QUALITY_FIELDS = ("accuracy", "precision", "recall", "FS", "FL")

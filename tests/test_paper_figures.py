@@ -38,11 +38,12 @@ def test_each_kind_of_figure_is_read_from_the_runs() -> None:
         "accuracy {{ quality KTH-SP2 accuracy }}, FS {{ quality CTC-SP2 FS }}, "
         "{{ range quality FS }} and {{ range quality recall }}; none: "
         "{{ gain CTC-SP2 spf classification-idempotent }}, {{ quality HPC2N accuracy }}; "
-        "paper: {{ range quality-gap accuracy }}, {{ range quality-gap recall }}."
+        "paper: {{ range quality-gap accuracy }}, {{ range quality-gap recall }}; "
+        "over lines: {{ gain KTH-SP2\n  fcfs classification-idempotent }}."
     )
     assert fill_figures(text, summaries(), TRACES) == (
         "FCFS 35 of 57 %; SPF -4, over FCFS 48; range 35 to 47; accuracy 85, FS 10.2, "
-        "6.2 to 10.2 and 80; none: n/a, n/a; paper: 1 to 5, 1 to 2."
+        "6.2 to 10.2 and 80; none: n/a, n/a; paper: 1 to 5, 1 to 2; over lines: 35."
     )
 
 
