@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -108,25 +107,21 @@ def code_identity() -> dict[str, Any]:
     other replays it again.
     """
     from batsched_ml.compiled import compiled_module
-    from batsched_ml.sim.simgrid import Kernel, kernel_class
 
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
-    kernel = kernel_class()
-    if kernel is not Kernel:
-        built_from = getattr(sys.modules[kernel.__module__], "SOURCE_SHA256", "")
-        digest.update(b"compiled kernel\0" + str(built_from).encode())
-    forest = compiled_module("batsched_ml.predict._cforest", package / "predict" / "_cforest.c")
-    if forest is not None:
-        digest.update(b"compiled forest\0" + str(forest.SOURCE_SHA256).encode())
-    out: dict[str, Any] = {
-        "version": __version__,
-        "source_sha256": digest.hexdigest(),
-        "kernel": "python" if kernel is Kernel else "compiled",
-        "forest": "python" if forest is None else "compiled",
+    out: dict[str, Any] = {"version": __version__, "source_sha256": ""}
+    for part, source in (("kernel", "sim/_ckernel.c"), ("forest", "predict/_cforest.c")):
+        name = "batsched_ml." + source.removesuffix(".c").replace("/", ".")
+        module = compiled_module(name, package / source)
+        if module is not None:
+            digest.update(f"compiled {part}\0".encode() + str(module.SOURCE_SHA256).encode())
+        out[part] = "python" if module is None else "compiled"
+    out["source_sha256"] = digest.hexdigest()
+    out |= {
         "git_commit": None,
         "git_dirty": None,
     }
