@@ -451,6 +451,7 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
     owned = TrainerProcess(
         tmp_path / "models", tmp_path / "t.sqlite", params, {FAULTS_VARIABLE: "delay=20:30"}
     )
+    owned.start()
     remote = RemoteTrainer(owned.endpoint, tmp_path / "models", params, deadline=5, process=owned)
     remote.wait_ready(60)
     asked = remote.model_for
@@ -567,6 +568,9 @@ def test_an_interrupt_while_the_side_trainer_starts_stops_it(
             self.calls: list[str] = []
             made.append(self)
 
+        def start(self) -> None:
+            self.calls.append("start")
+
         def kill(self) -> None:
             self.calls.append("kill")
 
@@ -585,4 +589,45 @@ def test_an_interrupt_while_the_side_trainer_starts_stops_it(
         lifecycle.trainer(config, tmp_path, choice="process"),
     ):
         pass
-    assert [p.calls for p in made] == [["kill"]]
+    assert [p.calls for p in made] == [["start", "kill"]]
+
+
+def test_a_signal_inside_the_trainer_process_spawn_orphans_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A Ctrl-C that lands inside ``subprocess.Popen``, after the fork, while it waits for the
+    child's exec, used to raise out of ``Popen`` and lose the child: an orphaned trainer (the
+    flaky SIGINT case of tests/test_stops.py). Here the signal is sent from inside a real
+    ``Popen``; the run must still end with KeyboardInterrupt and the child must be gone."""
+    import signal
+
+    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.trainer import lifecycle, process
+
+    spawned: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_ctrl_c(*args, **kwargs) -> subprocess.Popen:
+        child = real_popen(*args, **kwargs)
+        spawned.append(child)
+        signal.raise_signal(signal.SIGINT)  # lands before Popen returns its handle
+        return child
+
+    monkeypatch.setattr(process.subprocess, "Popen", popen_then_ctrl_c)
+    # a suite started in the background inherits SIGINT ignored: Ctrl-C's handler here
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        config = ReplayConfig(variant="classification-idempotent")
+        with (
+            pytest.raises(KeyboardInterrupt),
+            lifecycle.trainer(config, tmp_path, choice="process"),
+        ):
+            pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(spawned) == 1
+    left_running = spawned[0].poll() is None
+    if left_running:  # the defect: clean up before failing
+        spawned[0].kill()
+        spawned[0].wait()
+    assert not left_running  # killed and reaped by the run's clean-up

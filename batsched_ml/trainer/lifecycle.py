@@ -60,6 +60,7 @@ def trainer(
         # signal came between the start and the ``try``)
         if choice == "process":
             process = TrainerProcess(models, out_dir / "trainer.sqlite", params)
+            process.start()  # held by ``process`` before the child exists: never an orphan
             endpoint = process.endpoint
         else:
             endpoint = choice

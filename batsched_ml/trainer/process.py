@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from batsched_ml.predict.forest import ForestParams
@@ -45,12 +48,43 @@ def trainer_command(
     return command
 
 
+@contextlib.contextmanager
+def held_stop_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM held back while the block runs, then delivered as they came.
+
+    Why: a Ctrl-C or SIGTERM that lands inside ``subprocess.Popen`` after the fork (while it
+    waits for the child's ``exec``) raises out of ``Popen`` and loses the only handle on a
+    child that runs on, in its own session, for an hour: an orphaned trainer. Held back, the
+    signal is raised only once the handle is stored where the run's clean-up finds it. Only
+    the main thread receives signals, so elsewhere this holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in stops}
+    try:
+        for sig in stops:
+            if previous[sig] not in (signal.SIG_IGN, None):
+                signal.signal(sig, lambda signum, frame: caught.append(signum))
+        yield
+    finally:
+        for sig in stops:
+            if previous[sig] is not None:
+                signal.signal(sig, previous[sig])
+        for sig in caught[:1]:  # the first is enough: it interrupts the run
+            signal.raise_signal(sig)
+
+
 class TrainerProcess:
     """A side trainer process owned by one run: started on a free loopback port, restarted on
     the same port if it dies (with its database, so it resumes from the stored history), and
     stopped at the end. Its output goes to ``STORE/trainer.log``. ``environment``: variables
     added to this process's environment for it (the tests' fault injection,
-    :data:`~batsched_ml.trainer.server.FAULTS_VARIABLE`)."""
+    :data:`~batsched_ml.trainer.server.FAULTS_VARIABLE`).
+
+    Constructing it starts nothing: :meth:`start` does, so that the owner holds the object
+    (and can :meth:`kill` it) before any child exists."""
 
     def __init__(
         self,
@@ -65,14 +99,15 @@ class TrainerProcess:
         self.environment = dict(environment or {})
         self.endpoint = free_tcp_endpoint()
         self.restarts = 0
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        self.process = self._spawn()
+        self.process: subprocess.Popen | None = None
 
-    def _spawn(self) -> subprocess.Popen:
+    def start(self) -> None:
+        """Start the process (again, on the same port, if it had died)."""
         command = trainer_command(self.endpoint, self.store_dir, self.db_path, self.params)
-        with (self.store_dir / "trainer.log").open("ab") as log:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        with (self.store_dir / "trainer.log").open("ab") as log, held_stop_signals():
             # its own session: a Ctrl-C at the terminal reaches the run, which stops it
-            return subprocess.Popen(
+            self.process = subprocess.Popen(
                 command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -82,35 +117,27 @@ class TrainerProcess:
 
     def exit_code(self) -> int | None:
         """``None`` while it runs."""
+        assert self.process is not None, "not started"
         return self.process.poll()
 
     def restart(self) -> None:
-        self.process = self._spawn()
+        self.start()
         self.restarts += 1
 
     def kill(self) -> None:
         """Stop it now (the run was interrupted: no model it trains will be used)."""
+        if self.process is None:
+            return
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Wait for it to exit (after a ``stop`` request), killing it after ``timeout``."""
+        if self.process is None:
+            return
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-
-
-def start_trainer(
-    store_dir: Path, db_path: Path, params: ForestParams
-) -> tuple[subprocess.Popen, str]:
-    """A trainer process on a free loopback port; returns it and its endpoint."""
-    endpoint = free_tcp_endpoint()
-    store_dir.mkdir(parents=True, exist_ok=True)
-    log = (store_dir / "trainer.log").open("ab")
-    process = subprocess.Popen(
-        trainer_command(endpoint, store_dir, db_path, params), stdout=log, stderr=subprocess.STDOUT
-    )
-    return process, endpoint
