@@ -72,8 +72,8 @@ def held_stop_signals() -> Iterator[None]:
         for sig in stops:
             if previous[sig] is not None:
                 signal.signal(sig, previous[sig])
-        for sig in caught[:1]:  # the first is enough: it interrupts the run
-            signal.raise_signal(sig)
+        if caught:  # the first is enough: it interrupts the run
+            signal.raise_signal(caught[0])
 
 
 class TrainerProcess:
