@@ -9,7 +9,9 @@ trees itself and averages their class probabilities exactly as
 Hyper-parameters (:class:`ForestParams`), chosen with ``benchmarks/training_setup.py`` on HPC2N:
 see the README's classification section for the figures.
 
-scikit-learn is imported only by :func:`train_forest`: importing it (and SciPy with it) takes
+scikit-learn is imported only by :func:`train_forest` (through
+:mod:`batsched_ml.predict.bootstrap_rows`, which grows the same trees as scikit-learn's
+``RandomForestClassifier.fit``, faster): importing it (and SciPy with it) takes
 about 1.5 s, which a replay that trains nothing (the base variant, or a scheduler that gets its
 models from the side trainer) need not wait for.
 """
@@ -210,18 +212,10 @@ def train_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> TrainedF
     a single class, give no predictor (every job then counts as large)."""
     if params.n_estimators == 0 or len(y) < params.min_train or y.all() or not y.any():
         return TrainedForest(None, None, None, 0.0, len(y))
-    from sklearn.ensemble import RandomForestClassifier
+    from batsched_ml.predict.bootstrap_rows import forest_classifier
 
     started = time.perf_counter()
-    forest = RandomForestClassifier(
-        n_estimators=params.n_estimators,
-        max_depth=params.max_depth,
-        min_samples_leaf=params.min_samples_leaf,
-        max_features=params.max_features,
-        n_jobs=params.n_jobs,
-        random_state=params.random_state,
-        max_samples=params.max_samples,
-    )
+    forest = forest_classifier(params)  # scikit-learn's forest, trees grown on their rows only
     forest.fit(x, y)
     forest.n_jobs = 1
     return TrainedForest(
