@@ -566,6 +566,15 @@ def _cmd_paper_results(args: argparse.Namespace) -> int:
 
     traces = args.traces or list(paper.PAPER_TRACES)
     runs = paper.plan(traces, args.policies or paper.POLICIES, args.variants or paper.VARIANTS)
+    if args.no_run:  # the page from the runs already there, every one of them complete
+        summaries = paper.load(Path(args.runs), runs)
+        absent = [r.folder(Path(args.runs)) for r in runs if r not in summaries]
+        if absent:
+            raise paper.RunsMissing(
+                f"{len(absent)} of {len(runs)} run(s) missing or not complete in {args.runs} "
+                f"(first: {absent[0]}); {args.output} not written (run without --no-run)"
+            )
+        return _write_page(args.output, paper.report(summaries, traces))
     trace_dir = Path(args.trace_dir)
     missing = [t for t in traces if not (trace_dir / f"{t}.swf.gz").exists()]
     if missing:
@@ -580,8 +589,11 @@ def _cmd_paper_results(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    text = paper.report(paper.load(Path(args.runs), runs), traces)
-    out = Path(args.output)
+    return _write_page(args.output, paper.report(paper.load(Path(args.runs), runs), traces))
+
+
+def _write_page(output: str, text: str) -> int:
+    out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"wrote {out}")
@@ -954,6 +966,12 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("--policies", nargs="*", choices=sorted(POLICIES))
     results.add_argument("--variants", nargs="*", choices=list(VARIANTS))
     results.add_argument("--workers", type=int, default=2, help="replays run in parallel")
+    results.add_argument(
+        "--no-run",
+        action="store_true",
+        help="write the page from the runs already in --runs (all must be complete; the runs "
+        "are taken as they are, whichever code made them)",
+    )
     results.set_defaults(handler=_cmd_paper_results)
     return parser
 

@@ -103,6 +103,10 @@ def run_all(
     return failed
 
 
+class RunsMissing(UserError):
+    """``paper-results --no-run`` finds a run of the page missing or not complete."""
+
+
 def load(root: Path, runs: list[RunSpec]) -> dict[RunSpec, dict[str, Any]]:
     from batsched_ml.runfolder import COMPLETE, status_of
 

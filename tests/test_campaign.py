@@ -392,3 +392,30 @@ def test_paper_results_says_which_replays_failed_and_writes_no_page(tmp_path, ca
     assert "batsched-ml: 1 of 1 replay(s) failed;" in err
     assert "internal error" not in err
     assert not page.exists()
+
+
+def test_paper_results_no_run_writes_the_same_page_from_the_runs_there(tmp_path, capsys) -> None:
+    """``--no-run`` writes the page from the complete runs already made, byte for byte the page
+    the full command wrote; with a run missing it writes nothing and names the run's folder."""
+    from tests.conftest import KTH
+
+    page, again = tmp_path / "results.md", tmp_path / "again.md"
+    runs = tmp_path / "runs"
+    argv = [
+        *("--runs", str(runs), "--trace-dir", str(KTH.parent)),
+        *("--traces", "KTH-SP2-1996-2.1-cln", "--policies", "fcfs"),
+        *("--variants", "base", "class-clairvoyant", "--workers", "1"),
+    ]
+    assert main(["paper-results", "-o", str(page), *argv]) == 0
+    assert main(["paper-results", "-o", str(again), "--no-run", *argv]) == 0
+    assert again.read_bytes() == page.read_bytes()
+    assert "KTH-SP2" in page.read_text()
+    again.unlink()
+    gone = runs / "KTH-SP2-1996-2.1-cln" / "fcfs-class-clairvoyant"
+    (gone / "summary.json").unlink()
+    capsys.readouterr()
+    assert main(["paper-results", "-o", str(again), "--no-run", *argv]) == 2
+    assert not again.exists()
+    assert f"1 of 2 run(s) missing or not complete in {runs} (first: {gone})" in (
+        capsys.readouterr().err
+    )
