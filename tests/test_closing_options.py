@@ -87,6 +87,38 @@ def test_without_a_wait_gap_false_larges_are_free_and_the_threshold_rises(monkey
     assert choice.threshold == 0.6 and choice.costs[0.6] == 0.0 and choice.costs[0.55] > 0
 
 
+def test_a_kill_budget_keeps_the_false_smalls_down(monkeypatch) -> None:
+    """kill_budget: only thresholds with at most that share of false smalls compete."""
+    monkeypatch.setattr(classified, "COST_MIN_SAMPLES", 5)
+    # up to 0.55 the 0.6 job (truly large) is called small; at 0.05 the 0.1 job too
+    free = choose_threshold(SAMPLES, 100.0, 10, 2.0)
+    assert free is not None and free.threshold == 0.15  # one false small in five: 20 %
+    loose = choose_threshold(SAMPLES, 100.0, 10, 2.0, kill_budget=0.25)
+    assert loose is not None and loose.threshold == 0.15  # 20 % is within 25 %
+    tight = choose_threshold(SAMPLES, 100.0, 10, 2.0, kill_budget=0.1)
+    # none allowed: from 0.6 up, of costs 90 (0.6 to 0.85) and 102; 0.6 nearest 0.5
+    assert tight is not None and tight.threshold == 0.6
+    assert tight.costs == free.costs  # the costs are the same; only the choice is bounded
+
+
+def test_a_kill_budget_no_threshold_meets_takes_the_fewest_false_smalls(monkeypatch) -> None:
+    monkeypatch.setattr(classified, "COST_MIN_SAMPLES", 5)
+    # a truly large job the forest is sure is small: a false small at every threshold
+    sure = [*SAMPLES, sample(0.99, 5000.0, 1, 0.0, True)]
+    choice = choose_threshold(sure, 100.0, 10, 2.0, kill_budget=0.1)  # 0.6 of 6 jobs: none
+    assert choice is not None
+    # the fewest false smalls (1, from 0.6 up), then the least cost: 0.6 to 0.85 equal, 0.6
+    assert choice.threshold == 0.6
+    assert choice.costs[0.6] < choice.costs[0.9]
+
+
+def test_a_kill_budget_needs_the_cost_rule() -> None:
+    with pytest.raises(ValueError, match="kill_budget bounds threshold_rule=cost"):
+        classified.Classifier(kill_budget=0.2)
+    with pytest.raises(ValueError, match="kill_budget must be in"):
+        classified.Classifier(threshold_rule="cost", kill_budget=1.5)
+
+
 def test_the_samples_must_tell(monkeypatch) -> None:
     assert choose_threshold(SAMPLES, 100.0, 10, 2.0) is None  # fewer than 100 samples
     monkeypatch.setattr(classified, "COST_MIN_SAMPLES", 5)

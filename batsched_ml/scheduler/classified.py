@@ -228,6 +228,12 @@ class Classifier(Component):
         runtime, processors and first wait, the new divider and the machine's size.
     ``cost_weeks`` (4)
         The weeks of finished jobs the cost is estimated on.
+    ``kill_budget`` (none)
+        With ``threshold_rule="cost"``: only thresholds that would have called at most this
+        share of the sampled jobs small wrongly (false smalls, each killed at the divider) are
+        eligible; the cheapest of them is chosen, or, when none is, the one with the fewest
+        false smalls. The cost rule alone kills a quarter to a half of the jobs
+        (docs/closing-the-gap.md); the budget trades gain for kills.
     ``leaky_features`` (``"off"``): LEAKY, for explaining the paper's figures only
         ``"all"``: each job's lag and share features count every earlier job of its category,
         finished or not, with its true class (runtime below the divider in force at its
@@ -264,6 +270,7 @@ class Classifier(Component):
         divider_quantile: float = 0.5,
         threshold_rule: str = "fixed",
         cost_weeks: int = 4,
+        kill_budget: float | None = None,
         leaky_features: str = "off",
         drift_retrain: bool = False,
         drift_jump: float = 0.1,
@@ -276,6 +283,11 @@ class Classifier(Component):
         _one_of("threshold_rule", threshold_rule, THRESHOLD_RULES)
         if cost_weeks < 1:
             raise ValueError(f"cost_weeks must be at least 1, not {cost_weeks}")
+        if kill_budget is not None:
+            if not 0.0 < kill_budget < 1.0:
+                raise ValueError(f"kill_budget must be in (0, 1), not {kill_budget}")
+            if threshold_rule != "cost":
+                raise ValueError("kill_budget bounds threshold_rule=cost's choice: set both")
         _one_of("leaky_features", leaky_features, LEAKY_FEATURES)
         if not 0.0 < drift_jump < 1.0:
             raise ValueError(f"drift_jump must be in (0, 1), not {drift_jump}")
@@ -297,6 +309,7 @@ class Classifier(Component):
         self.divider_quantile = divider_quantile
         self.threshold_rule = threshold_rule
         self.cost_weeks = cost_weeks
+        self.kill_budget = kill_budget
         self.leaky_features = leaky_features
         self._cost = threshold_rule == "cost"
         self._cost_samples: list[CostSample] = []
@@ -455,7 +468,11 @@ class Classifier(Component):
         count = sum(n for _, n in self._queue_seen.values())
         queue = total / count if count else 0.0
         choice = choose_threshold(
-            self._cost_samples, self.model.divider, self.scheduler.nb_machines, queue
+            self._cost_samples,
+            self.model.divider,
+            self.scheduler.nb_machines,
+            queue,
+            kill_budget=self.kill_budget,
         )
         if choice is None:  # too few samples: the threshold in force stays
             choice = ThresholdChoice(week, self.threshold, len(self._cost_samples))
@@ -530,6 +547,8 @@ def choose_threshold(
     divider: float | None,
     machines: int,
     queue: float,
+    *,
+    kill_budget: float | None = None,
 ) -> ThresholdChoice | None:
     """The threshold (of :data:`COST_GRID`) with the least expected cost on ``samples``, in
     bounded slowdown summed over jobs (bound :data:`BSLD_TAU`); ``None`` when the samples
@@ -547,7 +566,11 @@ def choose_threshold(
       ``1 / max(runtime, tau)`` (over the samples).
 
     A job is small at threshold ``t`` when ``(1 - t) p_small > t p_large``, as the classifier
-    decides; among equal costs the threshold nearest 0.5 wins (the paper's vote)."""
+    decides; among equal costs the threshold nearest 0.5 wins (the paper's vote).
+
+    ``kill_budget``: only thresholds with at most this share of false smalls among the samples
+    compete; when none has, the one with the fewest false smalls wins (then the cost, then
+    the nearness to 0.5)."""
     if divider is None or machines <= 0 or len(samples) < COST_MIN_SAMPLES:
         return None
     p_small = np.array([s.p_small for s in samples])
@@ -565,13 +588,20 @@ def choose_threshold(
     others = queue * float((1.0 / bounded).mean())
     false_small_cost = divider / bounded + divider * res / machines * others
     costs: dict[float, float] = {}
+    false_smalls: dict[float, int] = {}
     for t in COST_GRID:
         called_small = (1.0 - t) * p_small > t * p_large
+        false_smalls[t] = int((called_small & ~small).sum())
         costs[t] = float(
             false_small_cost[called_small & ~small].sum()
             + false_large_cost[~called_small & small].sum()
         )
-    best = min(COST_GRID, key=lambda t: (costs[t], abs(t - 0.5)))
+    grid = COST_GRID
+    if kill_budget is not None:
+        allowed = [t for t in COST_GRID if false_smalls[t] <= kill_budget * len(samples)]
+        fewest = min(false_smalls.values())
+        grid = tuple(allowed) or tuple(t for t in COST_GRID if false_smalls[t] == fewest)
+    best = min(grid, key=lambda t: (costs[t], abs(t - 0.5)))
     return ThresholdChoice(0, best, len(samples), gap, queue, costs)
 
 
