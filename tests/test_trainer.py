@@ -186,6 +186,28 @@ def trained_entry(tmp_path: Path) -> tuple[ModelStore, dict]:
     return svc.store, entry
 
 
+def test_a_model_file_is_skops_and_the_same_model_gives_the_same_bytes(tmp_path: Path) -> None:
+    """The store writes skops's format itself: skops reads it back (array for array, dtype
+    for dtype, trusting nothing beyond its defaults), and two trainers of the same history
+    publish byte-identical files (skops's own writer named members after memory addresses and
+    dated them: the same model had another sha256 at each run)."""
+    from batsched_ml.trainer.store import _plain_arrays, model_file_bytes
+
+    store, entry = trained_entry(tmp_path / "one")
+    again, entry_again = trained_entry(tmp_path / "two")
+    data = (store.root / entry["file"]).read_bytes()
+    assert data == (again.root / entry_again["file"]).read_bytes()
+    assert entry["sha256"] == entry_again["sha256"]
+    arrays = sio.loads(data, trusted=[])
+    plain = _plain_arrays(data)
+    assert plain is not None and set(arrays) == set(plain) >= {"offsets", "threshold", "p1"}
+    for key, value in arrays.items():
+        assert value.dtype == plain[key].dtype and np.array_equal(value, plain[key]), key
+    assert model_file_bytes(arrays) == data  # what it reads is what it wrote
+    # and an empty forest's arrays too (no member but the schema)
+    assert sio.loads(model_file_bytes({}), trusted=[]) == {}
+
+
 def test_a_model_file_failing_its_sha256_is_rejected(tmp_path: Path) -> None:
     store, entry = trained_entry(tmp_path)
     path = store.root / entry["file"]

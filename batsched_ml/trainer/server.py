@@ -358,7 +358,6 @@ def run_trainer(
 
 
 def _import_training_libraries() -> None:
-    """scikit-learn and skops, which :mod:`batsched_ml.predict.forest` and the model store
-    import only when they train or write (the scheduler's process never needs them)."""
+    """scikit-learn, which :mod:`batsched_ml.predict.forest` imports only when it trains (the
+    scheduler's process never needs it). The model store writes its files without skops."""
     import sklearn.ensemble  # noqa: F401
-    import skops.io  # noqa: F401

@@ -20,6 +20,13 @@ an uncompressed ``.npy`` member) is read without skops (:func:`_plain_arrays`: `
 with pickles refused, the same arrays skops builds): importing skops imports scikit-learn and
 SciPy, about 1.5 s that the scheduler's process need not spend. Any other file goes through
 skops's audited loader, which rejects it as before.
+
+It is written without skops too (:func:`model_file_bytes`), in the same format (skops's
+protocol 2, which ``skops.io.loads`` reads: tested), for two reasons: the same arrays give the
+same bytes (skops names each member after the array's memory address and stamps it with the
+time, so the same model had another sha256 at each run), and the side trainer does not import
+skops before answering its first request (skops imports pandas and pytest: 0.5-0.7 s that each
+classified replay with a side trainer waited for).
 """
 
 from __future__ import annotations
@@ -81,9 +88,7 @@ class ModelStore:
     ) -> tuple[dict[str, Any], bytes]:
         """The skops bytes of a compiled forest and its manifest entry, without writing
         anything."""
-        import skops.io as sio
-
-        data = sio.dumps(arrays, compression=0)
+        data = model_file_bytes(arrays)
         entry = {
             "week": week,
             "file": f"week-{week:04d}.skops",
@@ -143,6 +148,13 @@ class ModelStore:
         return FastForest(model)
 
 
+#: The date of every member of a model file: a fixed one, so that the same arrays give the same
+#: bytes (zip's earliest date; skops writes the current time).
+_MEMBER_DATE = (1980, 1, 1, 0, 0, 0)
+#: The skops release whose format (protocol 2) :func:`model_file_bytes` writes.
+_SKOPS_FORMAT = {"protocol": 2, "_skops_version": "0.16.0"}
+
+
 #: The schema fields of a skops dict and of a skops numpy array, as ``skops.io.dumps`` writes
 #: them for a compiled forest.
 _DICT_NODE = {"__class__": "dict", "__module__": "builtins", "__loader__": "DictNode"}
@@ -154,6 +166,39 @@ _ARRAY_NODE = {
     "__loader__": "NdArrayNode",
     "type": "numpy",
 }
+
+
+def model_file_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """A skops file (protocol 2, uncompressed) of a dict of numpy arrays, as
+    ``skops.io.dumps(arrays, compression=0)`` writes it except that it is deterministic: the
+    members are numbered ``1.npy``, ``2.npy``, ... in the dict's order (skops uses memory
+    addresses), each dated :data:`_MEMBER_DATE`, and the schema's ids are those numbers."""
+    buffer = io.BytesIO()
+    content: dict[str, dict[str, Any]] = {}
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+
+        def add(name: str, data: bytes) -> None:
+            member = zipfile.ZipInfo(name, date_time=_MEMBER_DATE)
+            member.external_attr = 0o600 << 16  # rw------- as skops's
+            archive.writestr(member, data)
+
+        for number, (key, value) in enumerate(arrays.items(), start=1):
+            npy = io.BytesIO()
+            np.save(npy, np.asarray(value), allow_pickle=False)
+            add(f"{number}.npy", npy.getvalue())
+            content[key] = {**_ARRAY_NODE, "file": f"{number}.npy", "__id__": number}
+        count = len(content)
+        str_type = {**_STR_TYPE, "__id__": count + 1}  # one type node, as skops shares it
+        key_types = {"__class__": "list", "__module__": "builtins", "__loader__": "ListNode"}
+        schema = {
+            **_DICT_NODE,
+            "content": content,
+            "key_types": {**key_types, "content": [str_type] * count, "__id__": count + 2},
+            "__id__": count + 3,
+            **_SKOPS_FORMAT,
+        }
+        add("schema.json", json.dumps(schema, indent=2).encode())
+    return buffer.getvalue()
 
 
 def _plain_arrays(data: bytes) -> dict[str, np.ndarray] | None:
