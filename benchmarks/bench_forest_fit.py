@@ -23,22 +23,10 @@ from _common import KTH, need
 from sklearn.ensemble import RandomForestClassifier
 from training_setup import job_stream
 
-from batsched_ml.predict.bootstrap_rows import forest_classifier
+from batsched_ml.predict.bootstrap_rows import forest_classifier, scikit_learn_forest
 from batsched_ml.predict.forest import ForestParams, compile_forest
 from batsched_ml.predict.training import WEEK
 from batsched_ml.workload.io import load_workload
-
-
-def scikit_learn_forest(params: ForestParams) -> RandomForestClassifier:
-    return RandomForestClassifier(
-        n_estimators=params.n_estimators,
-        max_depth=params.max_depth,
-        min_samples_leaf=params.min_samples_leaf,
-        max_features=params.max_features,
-        n_jobs=params.n_jobs,
-        random_state=params.random_state,
-        max_samples=params.max_samples,
-    )
 
 
 def timed_fit(forest: RandomForestClassifier, x: np.ndarray, y: np.ndarray) -> float:

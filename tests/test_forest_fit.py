@@ -10,21 +10,13 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from batsched_ml.predict.bootstrap_rows import BootstrapRowsTree, forest_classifier
+from batsched_ml.predict.bootstrap_rows import (
+    BootstrapRowsTree,
+    forest_classifier,
+    scikit_learn_forest,
+)
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams, compile_forest, train_forest
-
-
-def scikit_learn_forest(params: ForestParams) -> RandomForestClassifier:
-    return RandomForestClassifier(
-        n_estimators=params.n_estimators,
-        max_depth=params.max_depth,
-        min_samples_leaf=params.min_samples_leaf,
-        max_features=params.max_features,
-        n_jobs=params.n_jobs,
-        random_state=params.random_state,
-        max_samples=params.max_samples,
-    )
 
 
 def job_like(n: int, seed: int, small_share: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
@@ -49,6 +41,7 @@ def assert_same_forest(ours: RandomForestClassifier, theirs: RandomForestClassif
     assert len(ours.estimators_) == len(theirs.estimators_)
     for mine, reference in zip(ours.estimators_, theirs.estimators_, strict=True):
         assert isinstance(mine, BootstrapRowsTree)
+        assert type(reference) is DecisionTreeClassifier  # the reference is scikit-learn's own
         a, b = mine.tree_.__getstate__(), reference.tree_.__getstate__()
         assert a.keys() == b.keys()
         for key in a:
