@@ -1,7 +1,8 @@
 """The compiled parts, built from source at install: the SimGrid kernel
-(``batsched_ml.sim._ckernel``) and the forest's walk (``batsched_ml.predict._cforest``).
+(``batsched_ml.sim._ckernel``), the forest's walk (``batsched_ml.predict._cforest``) and the
+forest's grower (``batsched_ml.predict._cgrow``).
 
-Everything else about the package is in pyproject.toml. Both extensions are optional: without a
+Everything else about the package is in pyproject.toml. The extensions are optional: without a
 C compiler the install goes on and their pure-Python references run (``batsched_ml.sim.simgrid.
 Kernel``, ``batsched_ml.predict.forest.FastForest.proba``), which give the same results, more
 slowly (batsched_ml/compiled.py).
@@ -31,5 +32,6 @@ setup(
     ext_modules=[
         extension("batsched_ml.sim._ckernel", "batsched_ml/sim/_ckernel.c"),
         extension("batsched_ml.predict._cforest", "batsched_ml/predict/_cforest.c"),
+        extension("batsched_ml.predict._cgrow", "batsched_ml/predict/_cgrow.c"),
     ]
 )

@@ -1,14 +1,16 @@
 """The optional compiled parts, and the one rule that decides whether one is used.
 
-Two C extensions are built from source at ``pip install`` (``setup.py``), each the exact
-double-for-double copy of a Python reference that stays in the package:
+Three C extensions are built from source at ``pip install`` (``setup.py``), each giving exactly
+what a reference that stays in the package gives:
 
 * ``batsched_ml.sim._ckernel``: the SimGrid kernel (:class:`batsched_ml.sim.simgrid.Kernel`);
 * ``batsched_ml.predict._cforest``: the forest's walk (:meth:`batsched_ml.predict.forest.
-  FastForest.proba`).
+  FastForest.proba`);
+* ``batsched_ml.predict._cgrow``: the forest's grower (:mod:`batsched_ml.predict.grow`; the
+  reference is scikit-learn's own ``RandomForestClassifier.fit``).
 
-Both are optional (without a C compiler the install goes on and the Python references run, with
-the same results, more slowly). A compiled part is used when it was built from the very source
+All are optional (without a C compiler the install goes on and the references run, with the
+same results, more slowly). A compiled part is used when it was built from the very source
 file beside it: each module knows the SHA-256 of the source it was built from, and an editable
 install whose ``.c`` changed since is not used (a warning says so). ``BATSCHED_ML_KERNEL=python``
 turns every compiled part off. ``run.json`` names what ran (:func:`batsched_ml.runfolder.

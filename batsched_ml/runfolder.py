@@ -100,11 +100,11 @@ def code_identity() -> dict[str, Any]:
     files differ from it), the simulator's kernel and the result-shaping libraries' versions.
 
     The digest covers the package's Python files and, for each compiled part in use (the
-    SimGrid kernel, the forest's walk: :mod:`batsched_ml.compiled`), the digest of the C
-    source it was built from (the module knows it: an installed wheel has no ``.c`` file to
-    read). Each gives the same results as its Python reference (the tests compare them), but a
-    run made by one is not taken for a run made by the other: a campaign resuming under the
-    other replays it again.
+    SimGrid kernel, the forest's walk, the forest's grower: :mod:`batsched_ml.compiled`), the
+    digest of the C source it was built from (the module knows it: an installed wheel has no
+    ``.c`` file to read). Each gives the same results as its reference (the tests compare
+    them), but a run made by one is not taken for a run made by the other: a campaign resuming
+    under the other replays it again.
     """
     from batsched_ml.compiled import compiled_module
 
@@ -114,7 +114,11 @@ def code_identity() -> dict[str, Any]:
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     out: dict[str, Any] = {"version": __version__, "source_sha256": ""}
-    for part, source in (("kernel", "sim/_ckernel.c"), ("forest", "predict/_cforest.c")):
+    for part, source in (
+        ("kernel", "sim/_ckernel.c"),
+        ("forest", "predict/_cforest.c"),
+        ("grow", "predict/_cgrow.c"),
+    ):
         name = "batsched_ml." + source.removesuffix(".c").replace("/", ".")
         module = compiled_module(name, package / source)
         if module is not None:

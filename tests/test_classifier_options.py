@@ -169,9 +169,9 @@ def test_divider_quantile() -> None:
     assert divider_of(runtime) == 4.5 == float(np.median(runtime))
     assert divider_of(runtime, 0.25) == 2.75
     x = np.zeros((8, 3), dtype=np.float32)
-    model, _ = fit_week(x, runtime, 3, ForestParams(n_estimators=0, divider_quantile=0.25))
+    model = fit_week(x, runtime, 3, ForestParams(n_estimators=0, divider_quantile=0.25))
     assert model.divider == 2.75 and model.params["divider_quantile"] == 0.25
-    model, _ = fit_week(x, runtime, 3, ForestParams(n_estimators=0))
+    model = fit_week(x, runtime, 3, ForestParams(n_estimators=0))
     assert model.divider == 4.5 and "divider_quantile" not in model.params
     trainer = InProcessTrainer(ForestParams(n_estimators=0, divider_quantile=0.75))
     for value in runtime:

@@ -10,6 +10,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
+from batsched_ml import compiled
 from batsched_ml.predict.bootstrap_rows import (
     BootstrapRowsTree,
     forest_classifier,
@@ -110,9 +111,26 @@ def test_a_bootstrap_without_a_class_grows_on_all_rows() -> None:
     assert_same_forest(ours, theirs)
 
 
-def test_train_forest_uses_it() -> None:
+def test_train_forest_uses_it_without_the_compiled_grower(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the compiled grower (tests/test_grow.py), train_forest fits this forest."""
+    monkeypatch.setenv(compiled.VARIABLE, "python")
     x, y = job_like(1500, 7)
     params = ForestParams(n_estimators=6)
+    fitted: list[RandomForestClassifier] = []
+    fit = RandomForestClassifier.fit
+
+    def recording(self, *args, **kwargs):
+        fitted.append(self)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(RandomForestClassifier, "fit", recording)
     trained = train_forest(x, y, params)
-    assert trained.forest is not None
-    assert_same_forest(trained.forest, scikit_learn_forest(params).fit(x, y))
+    assert trained.predictor is not None and trained.predictor.compiled is None
+    assert len(fitted) == 1 and isinstance(fitted[0].estimator, BootstrapRowsTree)
+    theirs = scikit_learn_forest(params).fit(x, y)
+    assert_same_forest(fitted[0], theirs)
+    reference = compile_forest(theirs)
+    for key, value in trained.predictor.arrays.items():
+        assert np.array_equal(value, reference[key]), key
+    assert trained.importances is not None
+    assert np.array_equal(trained.importances, theirs.feature_importances_)

@@ -175,6 +175,7 @@ def test_classified_replays_are_identical_with_and_without_the_compiled_parts(
         json.loads((tmp_path / n / "run.json").read_text())["code"] for n in ("compiled", "python")
     ]
     assert [c["forest"] for c in codes] == ["compiled", "python"]
+    assert [c["grow"] for c in codes] == ["compiled", "python"]  # scikit-learn grew the trees
     assert codes[0]["source_sha256"] != codes[1]["source_sha256"]
     code_identity.cache_clear()
 

@@ -9,8 +9,8 @@ trees itself and averages their class probabilities exactly as
 Hyper-parameters (:class:`ForestParams`), chosen with ``benchmarks/training_setup.py`` on HPC2N:
 see the README's classification section for the figures.
 
-scikit-learn is imported only by :func:`train_forest` (through
-:mod:`batsched_ml.predict.bootstrap_rows`, which grows the same trees as scikit-learn's
+scikit-learn is imported only by :func:`train_forest` (through :mod:`batsched_ml.predict.grow`
+and :mod:`batsched_ml.predict.bootstrap_rows`, which grow the same trees as scikit-learn's
 ``RandomForestClassifier.fit``, faster): importing it (and SciPy with it) takes
 about 1.5 s, which a replay that trains nothing (the base variant, or a scheduler that gets its
 models from the side trainer) need not wait for.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,26 +51,38 @@ COMPILED_ARRAYS: dict[str, str] = {
 
 
 def compile_forest(forest: RandomForestClassifier) -> dict[str, np.ndarray]:
-    """The fitted forest as flat numeric arrays: exactly what :class:`FastForest` executes.
+    """The fitted scikit-learn forest as flat numeric arrays: exactly what :class:`FastForest`
+    executes (:func:`compile_trees` of its trees).
 
     This, not the scikit-learn object, is what the model store saves: a skops file of plain
     arrays that needs no type beyond skops's defaults to load, reads in about a millisecond
     instead of 40 ms for the 41 objects of a 40-tree forest, and whose sha256 certifies the
     very model the scheduler runs."""
-    if len(forest.classes_) != 2:
+    trees = [
+        (t.children_left, t.children_right, t.feature, t.threshold, t.value[:, 0, :])
+        for t in (estimator.tree_ for estimator in forest.estimators_)
+    ]
+    return compile_trees(forest.classes_, forest.n_features_in_, trees)
+
+
+def compile_trees(
+    classes: Any, n_features: int, trees: Sequence[tuple[np.ndarray, ...]]
+) -> dict[str, np.ndarray]:
+    """The arrays of :data:`COMPILED_ARRAYS` from scikit-learn's per-tree arrays ``(children_left,
+    children_right, feature, threshold, value)``, ``value`` of shape ``(nodes, 2)``."""
+    if len(classes) != 2:
         raise ValueError("FastForest handles binary classifiers only")
-    trees = [estimator.tree_ for estimator in forest.estimators_]
-    sizes = [tree.node_count for tree in trees]
-    value = np.concatenate([tree.value[:, 0, :] for tree in trees])
+    sizes = [len(tree[0]) for tree in trees]
+    value = np.concatenate([tree[4] for tree in trees])
     proba = value / value.sum(axis=1, keepdims=True)
     return {
-        "classes": np.asarray(forest.classes_, dtype=bool),
-        "n_features": np.array(forest.n_features_in_, dtype=np.int64),
+        "classes": np.asarray(classes, dtype=bool),
+        "n_features": np.array(n_features, dtype=np.int64),
         "offsets": np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-        "left": np.concatenate([t.children_left for t in trees]).astype(np.int64),
-        "right": np.concatenate([t.children_right for t in trees]).astype(np.int64),
-        "feature": np.concatenate([t.feature for t in trees]).astype(np.int64),
-        "threshold": np.concatenate([t.threshold for t in trees]).astype(np.float64),
+        "left": np.concatenate([tree[0] for tree in trees]).astype(np.int64),
+        "right": np.concatenate([tree[1] for tree in trees]).astype(np.int64),
+        "feature": np.concatenate([tree[2] for tree in trees]).astype(np.int64),
+        "threshold": np.concatenate([tree[3] for tree in trees]).astype(np.float64),
         "p0": np.ascontiguousarray(proba[:, 0]),
         "p1": np.ascontiguousarray(proba[:, 1]),
     }
@@ -181,6 +194,10 @@ class FastForest:
         first, second = self.proba(row)
         return self.classes[1] if second > first else self.classes[0]
 
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        """:meth:`predict_one` of each row: ``RandomForestClassifier.predict``."""
+        return np.array([self.predict_one(row) for row in rows], dtype=bool)
+
 
 def compiled_walk(arrays: dict[str, np.ndarray]) -> Any:
     """``_cforest.Forest`` over ``arrays`` (copied, as int64 and float64, and checked again in
@@ -201,7 +218,6 @@ _FLOAT_ARRAYS = ("threshold", "p0", "p1")
 @dataclass
 class TrainedForest:
     predictor: FastForest | None
-    forest: RandomForestClassifier | None
     importances: np.ndarray | None
     train_seconds: float
     n_train: int
@@ -209,19 +225,25 @@ class TrainedForest:
 
 def train_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> TrainedForest:
     """Fit on ``x`` (float32 rows) and boolean labels ``y`` (True = small). Too few samples, or
-    a single class, give no predictor (every job then counts as large)."""
+    a single class, give no predictor (every job then counts as large).
+
+    The forest is scikit-learn's ``RandomForestClassifier`` with ``params``, grown by the
+    compiled grower (:mod:`batsched_ml.predict.grow`) when it is built, else by scikit-learn
+    itself (:mod:`batsched_ml.predict.bootstrap_rows`): the same trees either way."""
     if params.n_estimators == 0 or len(y) < params.min_train or y.all() or not y.any():
-        return TrainedForest(None, None, None, 0.0, len(y))
-    from batsched_ml.predict.bootstrap_rows import forest_classifier
+        return TrainedForest(None, None, 0.0, len(y))
+    from batsched_ml.predict.grow import grow_forest
 
     started = time.perf_counter()
-    forest = forest_classifier(params)  # scikit-learn's forest, trees grown on their rows only
-    forest.fit(x, y)
-    forest.n_jobs = 1
-    return TrainedForest(
-        FastForest.from_forest(forest),
-        forest,
-        forest.feature_importances_.copy(),
-        time.perf_counter() - started,
-        len(y),
-    )
+    grown = grow_forest(x, y, params)
+    if grown is not None:
+        trees = [(t.left, t.right, t.feature, t.threshold, t.value) for t in grown.trees]
+        arrays = compile_trees(grown.classes, grown.n_features, trees)
+        importances = grown.feature_importances()
+    else:
+        from batsched_ml.predict.bootstrap_rows import forest_classifier
+
+        forest = forest_classifier(params).fit(x, y)  # trees grown on their rows only
+        arrays = compile_forest(forest)
+        importances = forest.feature_importances_.copy()
+    return TrainedForest(FastForest(arrays), importances, time.perf_counter() - started, len(y))

@@ -19,7 +19,7 @@ Weeks are 7-day periods from the first submission (time 0 of the workload).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -81,19 +81,16 @@ def divider_of(runtime: np.ndarray, quantile: float = 0.5) -> float:
     return float(np.quantile(runtime, quantile))
 
 
-def fit_week(
-    x: np.ndarray, runtime: np.ndarray, week: int, params: ForestParams
-) -> tuple[WeeklyModel, Any]:
+def fit_week(x: np.ndarray, runtime: np.ndarray, week: int, params: ForestParams) -> WeeklyModel:
     """Train the model of ``week`` on the finished jobs ``x``/``runtime`` (in finish order):
-    the divider over all of them, the forest over the last ``params.window``. Returns the model
-    and the fitted scikit-learn forest (``None`` without one). The one training function, used
-    in process and by the side trainer, so both give the same models."""
+    the divider over all of them, the forest over the last ``params.window``. The one training
+    function, used in process and by the side trainer, so both give the same models."""
     if not len(runtime):
-        return WeeklyModel(week, None, None, params=params.as_dict()), None
+        return WeeklyModel(week, None, None, params=params.as_dict())
     divider = divider_of(runtime, params.divider_quantile)
     start = 0 if params.window is None else max(0, len(runtime) - params.window)
     trained = train_forest(x[start:], runtime[start:] < divider, params)
-    model = WeeklyModel(
+    return WeeklyModel(
         week=week,
         divider=divider,
         predictor=trained.predictor,
@@ -102,7 +99,6 @@ def fit_week(
         importances=None if trained.importances is None else trained.importances.tolist(),
         params=params.as_dict(),
     )
-    return model, trained.forest
 
 
 class InProcessTrainer:
@@ -128,7 +124,4 @@ class InProcessTrainer:
         return divider_of(self._runtime[: self.size], self.params.divider_quantile)
 
     def model_for(self, week: int) -> WeeklyModel:
-        model, _forest = fit_week(
-            self._x[: self.size], self._runtime[: self.size], week, self.params
-        )
-        return model
+        return fit_week(self._x[: self.size], self._runtime[: self.size], week, self.params)

@@ -28,7 +28,7 @@ import numpy as np
 
 from batsched_ml.errors import ConfigError
 from batsched_ml.predict.features import FEATURE_NAMES
-from batsched_ml.predict.forest import ForestParams
+from batsched_ml.predict.forest import FastForest, ForestParams
 from batsched_ml.predict.training import fit_week
 from batsched_ml.trainer.schema import REQUESTS, SchemaError, check_train, decode, encode
 from batsched_ml.trainer.store import ModelStore
@@ -198,8 +198,8 @@ class TrainerService:
         self.params = params
         self.fault_delay = fault_delay or {}
         self.fault_crash_week = fault_crash_week
-        self.previous: tuple[int, Any, float] | None = None  # (week, forest, divider)
-        self._published: tuple[int, Any, float] | None = None
+        self.previous: tuple[int, FastForest, float] | None = None  # (week, forest, divider)
+        self._published: tuple[int, FastForest, float] | None = None
         self._pending: tuple[dict[str, Any], int] | None = None
         self.payload: bytes | None = None  # the skops bytes of the model just trained
 
@@ -264,7 +264,7 @@ class TrainerService:
         if week in self.fault_delay:
             time.sleep(self.fault_delay[week])
         history = self.history
-        model, forest = fit_week(history.x[:size], history.runtime[:size], week, self.params)
+        model = fit_week(history.x[:size], history.runtime[:size], week, self.params)
         meta = {
             "divider": model.divider,
             "n_train": model.n_train,
@@ -272,7 +272,7 @@ class TrainerService:
             "previous_week_quality": None,  # filled in after the reply
             "importances": model.importances,
         }
-        if forest is None:
+        if model.predictor is None:
             entry = {
                 "week": week,
                 "file": None,
@@ -281,9 +281,9 @@ class TrainerService:
                 **meta,
             }
         else:
-            assert model.predictor is not None and model.divider is not None  # with a forest
+            assert model.divider is not None  # with a forest
             entry, self.payload = self.store.serialise(week, model.predictor.arrays, meta)
-            self._published = (week, forest, model.divider)
+            self._published = (week, model.predictor, model.divider)
         self._pending = (dict(entry), size)
         return entry
 
@@ -296,7 +296,7 @@ class TrainerService:
         mask = self.history.week[:size] == week
         if not mask.any():
             return None
-        predicted = forest.predict(self.history.x[:size][mask]).astype(bool)
+        predicted = forest.predict(self.history.x[:size][mask])
         actual = self.history.runtime[:size][mask] < divider
         ts = int((predicted & actual).sum())
         fs = int((predicted & ~actual).sum())

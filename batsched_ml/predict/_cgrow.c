@@ -1,0 +1,663 @@
+/* The weekly forest's trees, grown in C: the very trees of scikit-learn's
+ * RandomForestClassifier (Gini, best splits, depth-first), found with less work.
+ *
+ * scikit-learn's tree sorts the node's samples on each drawn feature at every node. This file
+ * finds the same split without sorting: every feature of the training set is turned into ranks
+ * once a week (the distinct values in ascending order, shared by the week's 40 trees), and a
+ * node adds its samples' class weights into one bin per rank, then walks the bins in order
+ * (when a feature has far more distinct values than the node has samples, it sorts the node's
+ * ranks instead). Walking the bins visits the node's values in the order the sorted samples
+ * have, so everything scikit-learn computes from that order is computed here from the same
+ * numbers:
+ *
+ * - split positions: between two present values v_prev < v where NOT (v <= v_prev + 1e-7) in
+ *   float32 arithmetic (scikit-learn's FEATURE_THRESHOLD is a float32), at least
+ *   min_samples_leaf samples on each side;
+ *   a feature is constant in a node when max <= min + 1e-7 (float32);
+ * - the class weights left of a position: sums of bootstrap counts, integers, so exact in any
+ *   order; Gini, the proxy improvement and the improvement are scikit-learn's expressions on
+ *   them, operation for operation;
+ * - the best split: the first strictly greater proxy, features in the order drawn, positions
+ *   ascending; the threshold v_prev / 2 + v / 2 in double;
+ * - the features drawn: scikit-learn's Fisher-Yates draw with its xorshift generator
+ *   (our_rand_r, seeded with RandomState(tree seed).randint(0, 2**31 - 1)), its bookkeeping of
+ *   known and newly found constant features carried from node to node in depth-first order;
+ * - the nodes: numbered as popped from a stack (left child first), a node's value its class
+ *   weights divided by its weight, leaf tests and impurities as in DepthFirstTreeBuilder.
+ *
+ * batsched_ml/predict/grow.py prepares the input and is the only caller; scikit-learn's own
+ * fit is the reference (tests/test_grow.py compares every array of every tree). setup.py
+ * builds it with -ffp-contract=off: no fused multiply-add may change a rounding.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 "" /* setup.py passes this file's SHA-256: a stale build is not used */
+#endif
+
+#define TREE_LEAF (-1)
+#define TREE_UNDEFINED (-2)
+#define RAND_R_MAX 2147483647u
+
+/* scikit-learn: `cdef const float32_t FEATURE_THRESHOLD = 1e-7` (a float, rounded from the
+ * double literal) */
+static const float FEATURE_THRESHOLD = (float)1e-7;
+
+typedef struct {
+    int64_t start, end, depth, parent, is_left, n_constant;
+    double impurity;
+} Record;
+
+typedef struct {
+    /* input */
+    const int32_t *ranks;  /* (n_features, n_rows): the rank of each row's value */
+    const float *values;   /* the distinct values of all features, ascending per feature */
+    const int64_t *offsets; /* feature f's values are values[offsets[f]:offsets[f + 1]] */
+    const uint8_t *y;      /* class 0 or 1 */
+    const double *w;       /* weight (bootstrap count) */
+    int64_t n_rows, n_features, max_features, min_samples_leaf, min_samples_split, max_depth;
+    uint32_t rand_state;
+    /* work */
+    int64_t *samples;      /* rows of nonzero weight, partitioned node by node */
+    int64_t *features, *constant_features;
+    double *bin0, *bin1;   /* per rank: class weights (all zero between uses) */
+    int64_t *bin_n;        /* per rank: samples */
+    uint64_t *keys, *spare; /* the sort path: rank << 32 | row */
+    double weighted_n_samples;
+    /* output */
+    int64_t capacity, node_count;
+    int64_t *left, *right, *feature, *n_node;
+    double *threshold, *impurity, *wn_node, *value;
+    uint8_t *missing_left;
+} Grower;
+
+typedef struct {
+    int64_t feature, pos;
+    double threshold, proxy, impurity_left, impurity_right, improvement;
+    int missing_go_to_left;
+} Split;
+
+static uint32_t
+our_rand_r(uint32_t *seed)
+{
+    if (*seed == 0)
+        *seed = 1;
+    *seed ^= (uint32_t)(*seed << 13);
+    *seed ^= (uint32_t)(*seed >> 17);
+    *seed ^= (uint32_t)(*seed << 5);
+    return *seed % (RAND_R_MAX + 1u);
+}
+
+static int64_t
+rand_int(int64_t low, int64_t high, uint32_t *seed)
+{
+    return low + (int64_t)our_rand_r(seed) % (high - low);
+}
+
+/* Gini of one side, as scikit-learn's children_impurity (one output, two classes) */
+static double
+gini(double c0, double c1, double weight)
+{
+    double sq = 0.0;
+    sq += c0 * c0;
+    sq += c1 * c1;
+    double g = 0.0;
+    g += 1.0 - sq / (weight * weight);
+    return g / 1.0;
+}
+
+/* A candidate position: n_left samples of class weights (l0, l1) on the left. */
+static inline void
+consider(Split *best, int64_t f, int64_t start, int64_t n, int64_t n_left, double l0, double l1,
+         double t0, double t1, double wn, float v_prev, float v, int64_t min_leaf)
+{
+    if (n_left < min_leaf || n - n_left < min_leaf)
+        return;
+    double wl = l0 + l1;
+    double wr = wn - wl;
+    double il = gini(l0, l1, wl);
+    double ir = gini(t0 - l0, t1 - l1, wr);
+    double proxy = -wr * ir - wl * il;
+    if (proxy > best->proxy) {
+        best->proxy = proxy;
+        best->feature = f;
+        best->pos = start + n_left;
+        best->threshold = (double)v_prev / 2.0 + (double)v / 2.0;
+        best->missing_go_to_left = n_left > n - n_left;
+    }
+}
+
+/* Sorts n keys by their high 32 bits, of which the low `bits` may be nonzero (LSD radix, 8 bits
+ * a pass, stable); the sorted keys are in `keys` or `spare`: the one returned. */
+static uint64_t *
+radix_sort(uint64_t *keys, uint64_t *spare, int64_t n, int bits)
+{
+    int64_t count[256];
+    for (int shift = 32; shift < 32 + bits; shift += 8) {
+        memset(count, 0, sizeof(count));
+        for (int64_t i = 0; i < n; i++)
+            count[(keys[i] >> shift) & 0xff]++;
+        if (count[(keys[0] >> shift) & 0xff] == n)
+            continue; /* one digit: already in order */
+        int64_t sum = 0;
+        for (int d = 0; d < 256; d++) {
+            int64_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < n; i++)
+            spare[count[(keys[i] >> shift) & 0xff]++] = keys[i];
+        uint64_t *t = keys;
+        keys = spare;
+        spare = t;
+    }
+    return keys;
+}
+
+static int
+bits_of(int64_t n)
+{
+    int bits = 0;
+    while (bits < 32 && ((int64_t)1 << bits) < n)
+        bits++;
+    return bits;
+}
+
+/* Scan feature f over samples[start:end]; 1 if it is constant there, else 0 (and `best`
+ * updated with its positions). */
+static int
+scan_feature(Grower *g, Split *best, int64_t f, int64_t start, int64_t end, double t0, double t1,
+             double wn)
+{
+    const int32_t *rank = g->ranks + f * g->n_rows;
+    const float *vals = g->values + g->offsets[f];
+    int64_t n_values = g->offsets[f + 1] - g->offsets[f];
+    int64_t n = end - start, msl = g->min_samples_leaf;
+    const int64_t *samples = g->samples;
+    const uint8_t *y = g->y;
+    const double *w = g->w;
+    if (n_values <= 2 * n + 1024) {
+        double *b0 = g->bin0, *b1 = g->bin1;
+        int64_t *bn = g->bin_n;
+        int32_t lo = INT32_MAX, hi = -1;
+        for (int64_t p = start; p < end; p++) {
+            int64_t s = samples[p];
+            int32_t r = rank[s];
+            bn[r]++;
+            if (y[s])
+                b1[r] += w[s];
+            else
+                b0[r] += w[s];
+            if (r < lo)
+                lo = r;
+            if (r > hi)
+                hi = r;
+        }
+        int constant = vals[hi] <= vals[lo] + FEATURE_THRESHOLD;
+        int64_t n_left = 0;
+        double l0 = 0.0, l1 = 0.0;
+        float v_prev = 0.0f;
+        for (int32_t r = lo; r <= hi; r++) {
+            if (bn[r] == 0)
+                continue;
+            float v = vals[r];
+            if (!constant && r != lo && !(v <= v_prev + FEATURE_THRESHOLD))
+                consider(best, f, start, n, n_left, l0, l1, t0, t1, wn, v_prev, v, msl);
+            n_left += bn[r];
+            l0 += b0[r];
+            l1 += b1[r];
+            bn[r] = 0;
+            b0[r] = 0.0;
+            b1[r] = 0.0;
+            v_prev = v;
+        }
+        return constant;
+    }
+    uint64_t *keys = g->keys;
+    for (int64_t p = start; p < end; p++) {
+        int64_t s = samples[p];
+        keys[p - start] = ((uint64_t)(uint32_t)rank[s] << 32) | (uint64_t)s;
+    }
+    keys = radix_sort(keys, g->spare, n, bits_of(n_values));
+    int32_t lo = (int32_t)(keys[0] >> 32), hi = (int32_t)(keys[n - 1] >> 32);
+    if (vals[hi] <= vals[lo] + FEATURE_THRESHOLD)
+        return 1;
+    int64_t n_left = 0;
+    double l0 = 0.0, l1 = 0.0;
+    float v_prev = 0.0f;
+    int32_t r_prev = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t r = (int32_t)(keys[i] >> 32);
+        int64_t s = (int64_t)(keys[i] & 0xffffffffu);
+        if (r != r_prev) {
+            float v = vals[r];
+            if (r_prev >= 0 && !(v <= v_prev + FEATURE_THRESHOLD))
+                consider(best, f, start, n, n_left, l0, l1, t0, t1, wn, v_prev, v, msl);
+            v_prev = v;
+            r_prev = r;
+        }
+        n_left++;
+        if (y[s])
+            l1 += w[s];
+        else
+            l0 += w[s];
+    }
+    return 0;
+}
+
+/* scikit-learn's node_split_best for samples[start:end] (class weights t0, t1, weight wn) */
+static void
+node_split(Grower *g, Record *rec, double t0, double t1, double wn, Split *best)
+{
+    int64_t start = rec->start, end = rec->end;
+    int64_t *features = g->features, *constant_features = g->constant_features;
+    int64_t f_i = g->n_features, f_j, tmp;
+    int64_t n_visited = 0, n_found = 0, n_drawn = 0;
+    int64_t n_known = rec->n_constant, n_total = n_known;
+    best->pos = end;
+    best->feature = 0;
+    best->threshold = 0.0;
+    best->proxy = -INFINITY;
+    best->impurity_left = best->impurity_right = INFINITY;
+    best->improvement = -INFINITY;
+    best->missing_go_to_left = 0;
+    while (f_i > n_total &&
+           (n_visited < g->max_features || n_visited <= n_found + n_drawn)) {
+        n_visited++;
+        f_j = rand_int(n_drawn, f_i - n_found, &g->rand_state);
+        if (f_j < n_known) {
+            tmp = features[n_drawn];
+            features[n_drawn] = features[f_j];
+            features[f_j] = tmp;
+            n_drawn++;
+            continue;
+        }
+        f_j += n_found;
+        if (scan_feature(g, best, features[f_j], start, end, t0, t1, wn)) {
+            tmp = features[f_j];
+            features[f_j] = features[n_total];
+            features[n_total] = tmp;
+            n_found++;
+            n_total++;
+            continue;
+        }
+        f_i--;
+        tmp = features[f_i];
+        features[f_i] = features[f_j];
+        features[f_j] = tmp;
+    }
+    if (best->pos < end) {
+        /* partition_samples_final: X <= threshold goes left */
+        const int32_t *rank = g->ranks + best->feature * g->n_rows;
+        const float *vals = g->values + g->offsets[best->feature];
+        int64_t *samples = g->samples;
+        int64_t a = start, b = end;
+        while (a < b) {
+            if ((double)vals[rank[samples[a]]] <= best->threshold) {
+                a++;
+            } else {
+                b--;
+                tmp = samples[a];
+                samples[a] = samples[b];
+                samples[b] = tmp;
+            }
+        }
+        double l0 = 0.0, l1 = 0.0, wl = 0.0;
+        for (int64_t p = start; p < best->pos; p++) {
+            int64_t s = samples[p];
+            if (g->y[s])
+                l1 += g->w[s];
+            else
+                l0 += g->w[s];
+            wl += g->w[s];
+        }
+        double wr = wn - wl;
+        best->impurity_left = gini(l0, l1, wl);
+        best->impurity_right = gini(t0 - l0, t1 - l1, wr);
+        best->improvement = (wn / g->weighted_n_samples) *
+                            (rec->impurity - (wr / wn * best->impurity_right) -
+                             (wl / wn * best->impurity_left));
+    }
+    memcpy(features, constant_features, sizeof(int64_t) * (size_t)n_known);
+    memcpy(constant_features + n_known, features + n_known, sizeof(int64_t) * (size_t)n_found);
+    rec->n_constant = n_total;
+}
+
+/* DepthFirstTreeBuilder.build; 0, or -1 when out of capacity or memory */
+static int
+build(Grower *g, int64_t n_samples)
+{
+    int64_t stack_size = 0, stack_capacity = 64;
+    Record *stack = malloc(sizeof(Record) * (size_t)stack_capacity);
+    if (stack == NULL)
+        return -1;
+    stack[stack_size++] = (Record){0, n_samples, 0, TREE_UNDEFINED, 0, 0, INFINITY};
+    int first = 1;
+    while (stack_size > 0) {
+        Record rec = stack[--stack_size];
+        int64_t n = rec.end - rec.start;
+        double t0 = 0.0, t1 = 0.0, wn = 0.0;
+        for (int64_t p = rec.start; p < rec.end; p++) {
+            int64_t s = g->samples[p];
+            if (g->y[s])
+                t1 += g->w[s];
+            else
+                t0 += g->w[s];
+            wn += g->w[s];
+        }
+        int is_leaf = rec.depth >= g->max_depth || n < g->min_samples_split ||
+                      n < 2 * g->min_samples_leaf;
+        if (first) {
+            rec.impurity = gini(t0, t1, wn); /* node_impurity: the same expression */
+            first = 0;
+        }
+        is_leaf = is_leaf || rec.impurity <= DBL_EPSILON;
+        Split split;
+        if (!is_leaf) {
+            node_split(g, &rec, t0, t1, wn, &split);
+            is_leaf = split.pos >= rec.end || split.improvement + DBL_EPSILON < 0.0;
+        }
+        int64_t id = g->node_count;
+        if (id >= g->capacity) {
+            free(stack);
+            return -1;
+        }
+        g->node_count++;
+        g->impurity[id] = rec.impurity;
+        g->n_node[id] = n;
+        g->wn_node[id] = wn;
+        if (rec.parent != TREE_UNDEFINED) {
+            if (rec.is_left)
+                g->left[rec.parent] = id;
+            else
+                g->right[rec.parent] = id;
+        }
+        if (is_leaf) {
+            g->left[id] = g->right[id] = TREE_LEAF;
+            g->feature[id] = TREE_UNDEFINED;
+            g->threshold[id] = TREE_UNDEFINED;
+            g->missing_left[id] = 0;
+        } else {
+            g->feature[id] = split.feature;
+            g->threshold[id] = split.threshold;
+            g->missing_left[id] = (uint8_t)split.missing_go_to_left;
+        }
+        g->value[2 * id] = t0 / wn;
+        g->value[2 * id + 1] = t1 / wn;
+        if (!is_leaf) {
+            if (stack_size + 2 > stack_capacity) {
+                stack_capacity *= 2;
+                Record *grown = realloc(stack, sizeof(Record) * (size_t)stack_capacity);
+                if (grown == NULL) {
+                    free(stack);
+                    return -1;
+                }
+                stack = grown;
+            }
+            stack[stack_size++] = (Record){split.pos, rec.end, rec.depth + 1, id, 0,
+                                           rec.n_constant, split.impurity_right};
+            stack[stack_size++] = (Record){rec.start, split.pos, rec.depth + 1, id, 1,
+                                           rec.n_constant, split.impurity_left};
+        }
+    }
+    free(stack);
+    return 0;
+}
+
+/* A buffer of `ndim` dimensions, C-contiguous, of struct format `kind` (one of "iqfdB"). */
+static int
+get_buffer(PyObject *obj, const char *name, char kind, int ndim, int writable, Py_buffer *view)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return -1;
+    const char *format = view->format ? view->format : "B";
+    if (*format == '<' || *format == '=' || *format == '@')
+        format++;
+    char got = format[0];
+    if (got == 'l' && view->itemsize == 8)
+        got = 'q';
+    size_t size = kind == 'i' || kind == 'f' ? 4 : (kind == 'B' ? 1 : 8);
+    if (view->ndim != ndim || (size_t)view->itemsize != size || got != kind ||
+        format[1] != '\0') {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: expected a %d-d C-contiguous array of format '%c'",
+                     name, ndim, kind);
+        return -1;
+    }
+    return 0;
+}
+
+#define N_BUFFERS 13
+
+static PyObject *
+grow(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"ranks", "values", "offsets", "y", "w", "left", "right", "feature",
+                            "threshold", "impurity", "n_node_samples",
+                            "weighted_n_node_samples", "value", "missing_go_to_left",
+                            "max_features", "min_samples_leaf", "min_samples_split",
+                            "max_depth", "seed", NULL};
+    PyObject *objs[N_BUFFERS + 1];
+    long long max_features, min_samples_leaf, min_samples_split, max_depth;
+    unsigned long long seed;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOOOLLLLK", names, &objs[0],
+                                     &objs[1], &objs[2], &objs[3], &objs[4], &objs[5],
+                                     &objs[6], &objs[7], &objs[8], &objs[9], &objs[10],
+                                     &objs[11], &objs[12], &objs[13], &max_features,
+                                     &min_samples_leaf, &min_samples_split, &max_depth, &seed))
+        return NULL;
+    static const char kinds[] = "ifqBdqqqddqddB";
+    static const int dims[] = {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    Py_buffer views[N_BUFFERS + 1];
+    int got = 0;
+    for (; got < N_BUFFERS + 1; got++) {
+        if (get_buffer(objs[got], names[got], kinds[got], dims[got], got >= 5, &views[got]) < 0)
+            break;
+    }
+    PyObject *result = NULL;
+    if (got < N_BUFFERS + 1)
+        goto done;
+    int64_t n_features = views[0].shape[0], n_rows = views[0].shape[1];
+    int64_t capacity = views[5].shape[0];
+    int ok = views[2].shape[0] == n_features + 1 && views[3].shape[0] == n_rows &&
+             views[4].shape[0] == n_rows && n_rows < ((int64_t)1 << 32) &&
+             max_features >= 1 && min_samples_leaf >= 1 && max_depth >= 0 &&
+             seed <= RAND_R_MAX && views[12].shape[0] == 2 * capacity;
+    for (int i = 6; ok && i < N_BUFFERS + 1; i++)
+        ok = i == 12 || views[i].shape[0] == capacity;
+    const int64_t *offsets = views[2].buf;
+    const int32_t *ranks = views[0].buf;
+    int64_t max_values = 0;
+    for (int64_t f = 0; ok && f < n_features; f++) {
+        int64_t k = offsets[f + 1] - offsets[f];
+        ok = offsets[f] >= 0 && k >= 1 && offsets[f + 1] <= views[1].shape[0];
+        if (k > max_values)
+            max_values = k;
+        for (int64_t i = 0; ok && i < n_rows; i++)
+            ok = ranks[f * n_rows + i] >= 0 && ranks[f * n_rows + i] < k;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "grow: inconsistent shapes, ranks or parameters");
+        goto done;
+    }
+    Grower g = {
+        .ranks = ranks, .values = views[1].buf, .offsets = offsets, .y = views[3].buf,
+        .w = views[4].buf, .n_rows = n_rows, .n_features = n_features,
+        .max_features = max_features, .min_samples_leaf = min_samples_leaf,
+        .min_samples_split = min_samples_split, .max_depth = max_depth,
+        .rand_state = (uint32_t)seed, .capacity = capacity, .left = views[5].buf,
+        .right = views[6].buf, .feature = views[7].buf, .threshold = views[8].buf,
+        .impurity = views[9].buf, .n_node = views[10].buf, .wn_node = views[11].buf,
+        .value = views[12].buf, .missing_left = views[13].buf,
+    };
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    g.samples = malloc(sizeof(int64_t) * (size_t)(n_rows > 0 ? n_rows : 1));
+    g.keys = malloc(sizeof(uint64_t) * (size_t)(n_rows > 0 ? n_rows : 1));
+    g.spare = malloc(sizeof(uint64_t) * (size_t)(n_rows > 0 ? n_rows : 1));
+    g.features = malloc(sizeof(int64_t) * (size_t)(n_features > 0 ? n_features : 1));
+    g.constant_features = malloc(sizeof(int64_t) * (size_t)(n_features > 0 ? n_features : 1));
+    g.bin0 = calloc((size_t)max_values + 1, sizeof(double));
+    g.bin1 = calloc((size_t)max_values + 1, sizeof(double));
+    g.bin_n = calloc((size_t)max_values + 1, sizeof(int64_t));
+    if (!g.samples || !g.keys || !g.spare || !g.features || !g.constant_features || !g.bin0 || !g.bin1 ||
+        !g.bin_n) {
+        failed = 1;
+    } else {
+        int64_t n_samples = 0;
+        double total = 0.0;
+        for (int64_t i = 0; i < n_rows; i++) {
+            if (g.w[i] != 0.0)
+                g.samples[n_samples++] = i;
+            total += g.w[i];
+        }
+        g.weighted_n_samples = total;
+        for (int64_t f = 0; f < n_features; f++)
+            g.features[f] = f;
+        failed = n_samples == 0 ? 2 : (build(&g, n_samples) < 0 ? 1 : 0);
+    }
+    free(g.samples);
+    free(g.keys);
+    free(g.spare);
+    free(g.features);
+    free(g.constant_features);
+    free(g.bin0);
+    free(g.bin1);
+    free(g.bin_n);
+    Py_END_ALLOW_THREADS
+    if (failed == 1)
+        PyErr_SetString(PyExc_MemoryError, "grow: out of memory or node capacity");
+    else if (failed == 2)
+        PyErr_SetString(PyExc_ValueError, "grow: no row of nonzero weight");
+    else
+        result = PyLong_FromLongLong(g.node_count);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    return result;
+}
+
+/* rank(x, ranks, values, offsets) -> None: each column of x (float32, (rows, features),
+ * finite) ranked: its distinct values ascending into values[offsets[f]:offsets[f + 1]], each
+ * row's rank among them into ranks[f] ((features, rows) int32). -0.0 counts as 0.0 (equal
+ * values, as numpy.unique has them). */
+static PyObject *
+rank_columns(PyObject *self, PyObject *args)
+{
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    static const char *names[] = {"x", "ranks", "values", "offsets"};
+    static const char kinds[] = "fifq";
+    static const int dims[] = {2, 2, 1, 1};
+    Py_buffer views[4];
+    int got = 0;
+    for (; got < 4; got++) {
+        if (get_buffer(objs[got], names[got], kinds[got], dims[got], got >= 1, &views[got]) < 0)
+            break;
+    }
+    PyObject *result = NULL;
+    if (got < 4)
+        goto done;
+    int64_t n_rows = views[0].shape[0], n_features = views[0].shape[1];
+    if (views[1].shape[0] != n_features || views[1].shape[1] != n_rows ||
+        views[2].shape[0] != n_features * n_rows || views[3].shape[0] != n_features + 1 ||
+        n_rows < 1 || n_rows >= ((int64_t)1 << 31)) {
+        PyErr_SetString(PyExc_ValueError, "rank: inconsistent shapes");
+        goto done;
+    }
+    const float *x = views[0].buf;
+    int32_t *ranks = views[1].buf;
+    float *values = views[2].buf;
+    int64_t *offsets = views[3].buf;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)n_rows);
+    uint64_t *spare = malloc(sizeof(uint64_t) * (size_t)n_rows);
+    if (keys == NULL || spare == NULL) {
+        failed = 1;
+    } else {
+        int64_t filled = 0;
+        offsets[0] = 0;
+        for (int64_t f = 0; f < n_features; f++) {
+            for (int64_t i = 0; i < n_rows; i++) {
+                float v = x[i * n_features + f];
+                uint32_t u;
+                if (v == 0.0f)
+                    v = 0.0f;
+                memcpy(&u, &v, sizeof(u));
+                u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending as unsigned */
+                keys[i] = ((uint64_t)u << 32) | (uint64_t)i;
+            }
+            uint64_t *sorted = radix_sort(keys, spare, n_rows, 32);
+            int32_t r = -1;
+            uint64_t previous = 0;
+            for (int64_t i = 0; i < n_rows; i++) {
+                uint64_t high = sorted[i] >> 32;
+                int64_t row = (int64_t)(sorted[i] & 0xffffffffu);
+                if (r < 0 || high != previous) {
+                    r++;
+                    previous = high;
+                    values[filled + r] = x[row * n_features + f] == 0.0f
+                                             ? 0.0f
+                                             : x[row * n_features + f];
+                }
+                ranks[f * n_rows + row] = r;
+            }
+            filled += r + 1;
+            offsets[f + 1] = filled;
+        }
+    }
+    free(keys);
+    free(spare);
+    Py_END_ALLOW_THREADS
+    if (failed)
+        PyErr_NoMemory();
+    else
+        result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"grow", (PyCFunction)(void (*)(void))grow, METH_VARARGS | METH_KEYWORDS,
+     "grow(ranks, values, offsets, y, w, left, right, feature, threshold, impurity, "
+     "n_node_samples, weighted_n_node_samples, value, missing_go_to_left, max_features, "
+     "min_samples_leaf, min_samples_split, max_depth, seed) -> node_count: one tree into the "
+     "given arrays (batsched_ml/predict/grow.py)."},
+    {"rank", rank_columns, METH_VARARGS,
+     "rank(x, ranks, values, offsets) -> None: each column's distinct values and each row's "
+     "rank among them (batsched_ml/predict/grow.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "batsched_ml.predict._cgrow",
+    .m_doc = "The weekly forest's trees, grown as scikit-learn grows them (batsched_ml/predict/"
+             "grow.py).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__cgrow(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

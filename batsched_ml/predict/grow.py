@@ -1,0 +1,225 @@
+"""The weekly forest grown by the compiled grower (``_cgrow.c``): scikit-learn's trees, faster.
+
+scikit-learn's ``RandomForestClassifier.fit`` sorts each node's samples on every drawn feature,
+at every node of every tree: the 40 trees of an HPC2N week (50,000 jobs, a quarter drawn per
+tree) take 0.2 to 0.4 s, and a replay trains about 180 such weeks. :func:`grow_forest` grows the
+same forest from ranks instead: each feature of the week's training set is ranked once
+(``numpy.unique``), and ``_cgrow.grow`` grows each tree from the ranks, adding each node's class
+weights into one bin per rank and reading the split positions off the bins in order (the
+file's comment says why that finds scikit-learn's split, node for node).
+
+Everything random is scikit-learn's own, drawn by its own functions in its order: the trees'
+seeds from ``RandomState(random_state)``, each tree's bootstrap sample
+(``_generate_sample_indices``, the counts as weights), each tree's splitter seed
+(``RandomState(tree seed).randint(0, 2**31 - 1)``). The feature importances are computed with
+scikit-learn's expressions and numpy calls (``compute_feature_importances``, then the forest's
+mean). ``tests/test_grow.py`` compares every array of every tree, the importances and the
+compiled forest with scikit-learn's own fit, on the paper's traces' job streams and on
+constructed data (ties, constant features, values within 1e-7, a bootstrap missing a class).
+
+:func:`grow_forest` returns None when the compiled part is not there (or is turned off) or
+when the set-up is not one it grows (non-finite features, one class); the caller then uses
+scikit-learn (:mod:`batsched_ml.predict.bootstrap_rows`), which gives the same forest.
+Importing this module imports scikit-learn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.ensemble._forest import _generate_sample_indices, _get_n_samples_bootstrap
+from sklearn.utils import check_random_state
+
+from batsched_ml.compiled import compiled_module
+from batsched_ml.predict.params import ForestParams
+
+NAME = "batsched_ml.predict._cgrow"
+SOURCE = Path(__file__).with_name("_cgrow.c")
+#: scikit-learn's bounds: a tree's seed is below MAX_INT, its splitter's below RAND_R_MAX
+MAX_INT = int(np.iinfo(np.int32).max)
+RAND_R_MAX = 2_147_483_647
+
+
+@dataclass
+class Tree:
+    """One grown tree: scikit-learn's ``Tree`` arrays (``children_left`` ... ``value``)."""
+
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    impurity: np.ndarray
+    n_node_samples: np.ndarray
+    weighted_n_node_samples: np.ndarray
+    value: np.ndarray  # (nodes, 2): each node's class weights over its weight
+    missing_go_to_left: np.ndarray
+
+    @property
+    def node_count(self) -> int:
+        return len(self.left)
+
+    def feature_importances(self, n_features: int) -> np.ndarray:
+        """scikit-learn's ``Tree.compute_feature_importances()`` (normalised), same operations:
+        the nodes' weighted impurity decreases summed per feature in node order, over the
+        root's weight, over their sum."""
+        importances = np.zeros(n_features)
+        inner = np.flatnonzero(self.left != -1)
+        left, right = self.left[inner], self.right[inner]
+        wn, impurity = self.weighted_n_node_samples, self.impurity
+        decrease = (
+            wn[inner] * impurity[inner] - wn[left] * impurity[left] - wn[right] * impurity[right]
+        )
+        np.add.at(importances, self.feature[inner], decrease)
+        importances /= wn[0]
+        normalizer = np.sum(importances)
+        if normalizer > 0.0:
+            importances /= normalizer
+        return importances
+
+
+@dataclass
+class GrownForest:
+    classes: np.ndarray  # the two labels, as scikit-learn orders them
+    n_features: int
+    trees: list[Tree]
+
+    def feature_importances(self) -> np.ndarray:
+        """``RandomForestClassifier.feature_importances_``: the mean over the trees with more
+        than a root, over its sum."""
+        every = [t.feature_importances(self.n_features) for t in self.trees if t.node_count > 1]
+        if not every:
+            return np.zeros(self.n_features, dtype=np.float64)
+        mean = np.mean(every, axis=0, dtype=np.float64)
+        return np.asarray(mean / np.sum(mean))
+
+
+def grower() -> Any:
+    """The compiled grower, or None (not built, built from another source, or turned off)."""
+    return compiled_module(NAME, SOURCE)
+
+
+def max_features_of(value: str | float | None, n_features: int) -> int:
+    """``DecisionTreeClassifier``'s ``max_features_`` for ``max_features=value``."""
+    if value == "sqrt":
+        return max(1, int(np.sqrt(n_features)))
+    if value == "log2":
+        return max(1, int(np.log2(n_features)))
+    if value is None:
+        return n_features
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, str):
+        raise ValueError(f"max_features {value!r}")
+    return max(1, int(value * n_features)) if value > 0.0 else 0
+
+
+def ranked(x: np.ndarray, module: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each column's distinct values, ascending (one float32 array, ``offsets`` apart), and each
+    row's rank among them, as a ``(n_features, n_rows)`` int32 array (``x``: finite float32
+    rows). The compiled grower's ``rank`` when given, else ``numpy.unique`` (the same arrays)."""
+    n_rows, n_features = x.shape
+    ranks = np.empty((n_features, n_rows), dtype=np.int32)
+    if module is not None:
+        values = np.empty(n_features * n_rows, dtype=np.float32)
+        offsets = np.empty(n_features + 1, dtype=np.int64)
+        module.rank(np.ascontiguousarray(x, dtype=np.float32), ranks, values, offsets)
+        return ranks, values[: offsets[-1]].copy(), offsets
+    columns: list[np.ndarray] = []
+    for j in range(n_features):
+        distinct, inverse = np.unique(x[:, j] + np.float32(0.0), return_inverse=True)
+        ranks[j] = inverse
+        columns.append(distinct)
+    offsets = np.concatenate([[0], np.cumsum([len(v) for v in columns])]).astype(np.int64)
+    return ranks, np.concatenate(columns).astype(np.float32), offsets
+
+
+def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownForest | None:
+    """The forest scikit-learn's ``RandomForestClassifier`` (the set-up of
+    :func:`batsched_ml.predict.bootstrap_rows.scikit_learn_forest`) fits on ``x`` (float32
+    rows) and boolean labels ``y``, or None where it does not grow it (see the module)."""
+    module = grower()
+    if module is None or params.n_estimators < 1:
+        return None
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    classes, encoded = np.unique(y, return_inverse=True)
+    if len(classes) != 2 or not np.isfinite(x).all():
+        return None
+    n_rows, n_features = x.shape
+    ranks, values, offsets = ranked(x, module)
+    labels = encoded.astype(np.uint8)
+    leaf = params.min_samples_leaf
+    settings = {
+        "max_features": max_features_of(params.max_features, n_features),
+        "min_samples_leaf": leaf,
+        "min_samples_split": max(2, 2 * leaf),
+        "max_depth": MAX_INT if params.max_depth is None else params.max_depth,
+    }
+    n_bootstrap = _get_n_samples_bootstrap(n_rows, params.max_samples, None)
+    random_state = check_random_state(params.random_state)
+    seeds = [random_state.randint(MAX_INT) for _ in range(params.n_estimators)]
+
+    def one(seed: int) -> Tree:
+        indices = _generate_sample_indices(seed, n_rows, n_bootstrap, None)
+        weights = np.bincount(indices, minlength=n_rows).astype(np.float64)
+        capacity = 2 * (int(np.count_nonzero(weights)) // leaf) + 1
+        tree = _empty_tree(capacity)
+        count = module.grow(
+            ranks,
+            values,
+            offsets,
+            labels,
+            weights,
+            **_outputs(tree),
+            **settings,
+            seed=int(check_random_state(seed).randint(0, RAND_R_MAX)),
+        )
+        return _first(tree, count)
+
+    workers = max(1, min(params.n_jobs if params.n_jobs > 0 else os.cpu_count() or 1, len(seeds)))
+    if workers == 1:
+        trees = [one(seed) for seed in seeds]
+    else:
+        with ThreadPoolExecutor(workers) as pool:  # the grower lets go of the GIL
+            trees = list(pool.map(one, seeds))
+    return GrownForest(classes, n_features, trees)
+
+
+def _empty_tree(capacity: int) -> Tree:
+    ints = [np.empty(capacity, dtype=np.int64) for _ in range(4)]
+    floats = [np.empty(capacity, dtype=np.float64) for _ in range(3)]
+    return Tree(
+        left=ints[0],
+        right=ints[1],
+        feature=ints[2],
+        threshold=floats[0],
+        impurity=floats[1],
+        n_node_samples=ints[3],
+        weighted_n_node_samples=floats[2],
+        value=np.empty((capacity, 2), dtype=np.float64),
+        missing_go_to_left=np.empty(capacity, dtype=np.uint8),
+    )
+
+
+def _outputs(tree: Tree) -> dict[str, np.ndarray]:
+    return {
+        "left": tree.left,
+        "right": tree.right,
+        "feature": tree.feature,
+        "threshold": tree.threshold,
+        "impurity": tree.impurity,
+        "n_node_samples": tree.n_node_samples,
+        "weighted_n_node_samples": tree.weighted_n_node_samples,
+        "value": tree.value.reshape(-1),
+        "missing_go_to_left": tree.missing_go_to_left,
+    }
+
+
+def _first(tree: Tree, count: int) -> Tree:
+    fields: Sequence[str] = list(tree.__dataclass_fields__)
+    return Tree(**{name: getattr(tree, name)[:count].copy() for name in fields})
