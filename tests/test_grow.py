@@ -7,6 +7,8 @@ features, -0.0, a bootstrap sample without a class, the sort path and the bin pa
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -212,3 +214,19 @@ def test_train_forest_grows_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
     x, y = job_like(1200, 17)
     trained = train_forest(x, y, ForestParams(n_estimators=4))
     assert trained.predictor is not None and len(trained.predictor.arrays["offsets"]) == 5
+
+
+def test_growing_imports_no_scikit_learn() -> None:
+    """A process that trains with the compiled grower never imports scikit-learn (1.5 s with
+    SciPy, which the side trainer would spend before its first answer)."""
+    _cgrow()
+    code = (
+        "import sys, numpy as np\n"
+        "from batsched_ml.predict.forest import ForestParams, train_forest\n"
+        "x = np.random.default_rng(0).normal(size=(500, 20)).astype(np.float32)\n"
+        "trained = train_forest(x, x[:, 0] > 0, ForestParams(n_estimators=3))\n"
+        "assert trained.predictor is not None\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

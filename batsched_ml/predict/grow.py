@@ -8,19 +8,20 @@ same forest from ranks instead: each feature of the week's training set is ranke
 weights into one bin per rank and reading the split positions off the bins in order (the
 file's comment says why that finds scikit-learn's split, node for node).
 
-Everything random is scikit-learn's own, drawn by its own functions in its order: the trees'
-seeds from ``RandomState(random_state)``, each tree's bootstrap sample
-(``_generate_sample_indices``, the counts as weights), each tree's splitter seed
-(``RandomState(tree seed).randint(0, 2**31 - 1)``). The feature importances are computed with
-scikit-learn's expressions and numpy calls (``compute_feature_importances``, then the forest's
-mean). ``tests/test_grow.py`` compares every array of every tree, the importances and the
-compiled forest with scikit-learn's own fit, on the paper's traces' job streams and on
-constructed data (ties, constant features, values within 1e-7, a bootstrap missing a class).
+Everything random is drawn as scikit-learn draws it, with the same numpy calls in the same order
+(:func:`tree_seeds`, :func:`bootstrap_weights`, :func:`splitter_seed`: ``RandomForestClassifier.
+fit``, ``_generate_sample_indices`` and the splitter's seed, transcribed). The feature
+importances are computed with scikit-learn's expressions and numpy calls
+(``compute_feature_importances``, then the forest's mean). ``tests/test_grow.py`` compares
+every array of every tree, the importances and the compiled forest with scikit-learn's own fit
+on constructed data (ties, constant features, values within 1e-7, -0.0, a bootstrap missing a
+class), and ``benchmarks/bench_forest_fit.py`` on the weekly training sets of real traces.
 
 :func:`grow_forest` returns None when the compiled part is not there (or is turned off) or
 when the set-up is not one it grows (non-finite features, one class); the caller then uses
 scikit-learn (:mod:`batsched_ml.predict.bootstrap_rows`), which gives the same forest.
-Importing this module imports scikit-learn.
+This module does not import scikit-learn (1.5 s with SciPy): a side trainer that grows its
+forests here answers its first request that much sooner.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.ensemble._forest import _generate_sample_indices, _get_n_samples_bootstrap
-from sklearn.utils import check_random_state
 
 from batsched_ml.compiled import compiled_module
 from batsched_ml.predict.params import ForestParams
@@ -139,12 +138,42 @@ def ranked(x: np.ndarray, module: Any = None) -> tuple[np.ndarray, np.ndarray, n
     return ranks, np.concatenate(columns).astype(np.float32), offsets
 
 
+def tree_seeds(random_state: int, n_estimators: int) -> list[int]:
+    """Each tree's ``random_state``, as ``RandomForestClassifier.fit`` sets them: one
+    ``randint(MAX_INT)`` per tree from ``RandomState(random_state)``."""
+    state = np.random.RandomState(random_state)
+    return [int(state.randint(MAX_INT)) for _ in range(n_estimators)]
+
+
+def bootstrap_size(n_rows: int, max_samples: float | int | None) -> int:
+    """scikit-learn's ``_get_n_samples_bootstrap`` without sample weights."""
+    if max_samples is None:
+        return n_rows
+    if isinstance(max_samples, int | np.integer):
+        return int(max_samples)
+    return max(int(max_samples * n_rows), 1)
+
+
+def bootstrap_weights(seed: int, n_rows: int, size: int) -> np.ndarray:
+    """A tree's bootstrap sample as counts per row (float64), as the forest passes it to the
+    tree: ``_generate_sample_indices`` (``RandomState(seed).randint(0, n_rows, size)``), then
+    ``numpy.bincount``."""
+    indices = np.random.RandomState(seed).randint(0, n_rows, size)
+    return np.bincount(indices, minlength=n_rows).astype(np.float64)
+
+
+def splitter_seed(seed: int) -> int:
+    """The seed of a tree's splitter (``rand_r_state``): the first draw of
+    ``RandomState(seed)``, ``randint(0, RAND_R_MAX)``."""
+    return int(np.random.RandomState(seed).randint(0, RAND_R_MAX))
+
+
 def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownForest | None:
     """The forest scikit-learn's ``RandomForestClassifier`` (the set-up of
     :func:`batsched_ml.predict.bootstrap_rows.scikit_learn_forest`) fits on ``x`` (float32
     rows) and boolean labels ``y``, or None where it does not grow it (see the module)."""
     module = grower()
-    if module is None or params.n_estimators < 1:
+    if module is None or params.n_estimators < 1 or not isinstance(params.random_state, int):
         return None
     x = np.ascontiguousarray(x, dtype=np.float32)
     classes, encoded = np.unique(y, return_inverse=True)
@@ -160,13 +189,10 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
         "min_samples_split": max(2, 2 * leaf),
         "max_depth": MAX_INT if params.max_depth is None else params.max_depth,
     }
-    n_bootstrap = _get_n_samples_bootstrap(n_rows, params.max_samples, None)
-    random_state = check_random_state(params.random_state)
-    seeds = [random_state.randint(MAX_INT) for _ in range(params.n_estimators)]
+    size = bootstrap_size(n_rows, params.max_samples)
 
     def one(seed: int) -> Tree:
-        indices = _generate_sample_indices(seed, n_rows, n_bootstrap, None)
-        weights = np.bincount(indices, minlength=n_rows).astype(np.float64)
+        weights = bootstrap_weights(seed, n_rows, size)
         capacity = 2 * (int(np.count_nonzero(weights)) // leaf) + 1
         tree = _empty_tree(capacity)
         count = module.grow(
@@ -177,10 +203,11 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
             weights,
             **_outputs(tree),
             **settings,
-            seed=int(check_random_state(seed).randint(0, RAND_R_MAX)),
+            seed=splitter_seed(seed),
         )
         return _first(tree, count)
 
+    seeds = tree_seeds(params.random_state, params.n_estimators)
     workers = max(1, min(params.n_jobs if params.n_jobs > 0 else os.cpu_count() or 1, len(seeds)))
     if workers == 1:
         trees = [one(seed) for seed in seeds]

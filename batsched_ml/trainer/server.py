@@ -358,6 +358,10 @@ def run_trainer(
 
 
 def _import_training_libraries() -> None:
-    """scikit-learn, which :mod:`batsched_ml.predict.forest` imports only when it trains (the
-    scheduler's process never needs it). The model store writes its files without skops."""
-    import sklearn.ensemble  # noqa: F401
+    """What training needs, before the first request: the compiled grower, or scikit-learn
+    without it (:func:`batsched_ml.predict.forest.train_forest`; the scheduler's process never
+    needs either). The model store writes its files without skops."""
+    from batsched_ml.predict.grow import grower
+
+    if grower() is None:
+        import sklearn.ensemble  # noqa: F401
