@@ -198,6 +198,8 @@ def test_the_grower_checks_its_arrays() -> None:
         module.grow(**{**arguments, "ranks": broken})
     with pytest.raises(MemoryError, match="capacity"):
         module.grow(**{**arguments, **grow._outputs(grow._empty_tree(2)), "max_depth": 10})
+    with pytest.raises(ValueError, match="integer counts"):
+        module.grow(**{**arguments, "w": np.full(len(y), 0.5)})
     with pytest.raises(ValueError, match="nonzero weight"):
         module.grow(**{**arguments, "w": np.zeros(len(y))})
 

@@ -54,22 +54,32 @@ typedef struct {
     double impurity;
 } Record;
 
+/* A sample's class weights and count packed into one integer, so that a bin takes one addition:
+ * bits 0-20 the number of samples, 21-41 the weight of class 0, 42-62 that of class 1. The
+ * weights are bootstrap counts: integers, and every sum of them is below 2**21 (checked), so the
+ * sums are exact, as scikit-learn's double sums of the same integers are. */
+#define FIELD 21
+#define FIELD_MASK ((UINT64_C(1) << FIELD) - 1)
+#define COUNT_OF(v) ((int64_t)((v)&FIELD_MASK))
+#define W0_OF(v) ((double)(((v) >> FIELD) & FIELD_MASK))
+#define W1_OF(v) ((double)(((v) >> (2 * FIELD)) & FIELD_MASK))
+#define COPIES 4 /* bins of a feature with few values: one set per sample position mod 4 */
+
 typedef struct {
-    /* input */
-    const int32_t *ranks;  /* (n_features, n_rows): the rank of each row's value */
-    const float *values;   /* the distinct values of all features, ascending per feature */
+    /* input, compacted to the rows of nonzero weight (the tree's samples, in row order) */
+    int64_t m;              /* how many */
+    int32_t *ranks;         /* (n_features, m): each sample's rank of each feature */
+    uint64_t *packed;       /* each sample's count and class weight, packed */
+    const float *values;    /* the distinct values of all features, ascending per feature */
     const int64_t *offsets; /* feature f's values are values[offsets[f]:offsets[f + 1]] */
-    const uint8_t *y;      /* class 0 or 1 */
-    const double *w;       /* weight (bootstrap count) */
-    int64_t n_rows, n_features, max_features, min_samples_leaf, min_samples_split, max_depth;
+    int64_t n_features, max_features, min_samples_leaf, min_samples_split, max_depth;
     uint32_t rand_state;
-    /* work */
-    int64_t *samples;      /* rows of nonzero weight, partitioned node by node */
-    int64_t *features, *constant_features;
-    double *bin0, *bin1;   /* per rank: class weights (all zero between uses) */
-    int64_t *bin_n;        /* per rank: samples */
-    uint64_t *keys, *spare; /* the sort path: rank << 32 | row */
     double weighted_n_samples;
+    /* work */
+    int32_t *samples;       /* 0 .. m-1, partitioned node by node */
+    int64_t *features, *constant_features;
+    uint64_t *bins;         /* per rank (COPIES sets): packed sums, all zero between uses */
+    uint64_t *keys, *spare; /* the sort path: rank << 32 | sample */
     /* output */
     int64_t capacity, node_count;
     int64_t *left, *right, *feature, *n_node;
@@ -112,13 +122,15 @@ gini(double c0, double c1, double weight)
     return g / 1.0;
 }
 
-/* A candidate position: n_left samples of class weights (l0, l1) on the left. */
+/* A candidate position: the packed sums `left` of the samples on its left. */
 static inline void
-consider(Split *best, int64_t f, int64_t start, int64_t n, int64_t n_left, double l0, double l1,
-         double t0, double t1, double wn, float v_prev, float v, int64_t min_leaf)
+consider(Split *best, int64_t f, int64_t start, int64_t n, uint64_t left, double t0, double t1,
+         double wn, float v_prev, float v, int64_t min_leaf)
 {
+    int64_t n_left = COUNT_OF(left);
     if (n_left < min_leaf || n - n_left < min_leaf)
         return;
+    double l0 = W0_OF(left), l1 = W1_OF(left);
     double wl = l0 + l1;
     double wr = wn - wl;
     double il = gini(l0, l1, wl);
@@ -175,80 +187,87 @@ static int
 scan_feature(Grower *g, Split *best, int64_t f, int64_t start, int64_t end, double t0, double t1,
              double wn)
 {
-    const int32_t *rank = g->ranks + f * g->n_rows;
+    const int32_t *rank = g->ranks + f * g->m;
     const float *vals = g->values + g->offsets[f];
     int64_t n_values = g->offsets[f + 1] - g->offsets[f];
     int64_t n = end - start, msl = g->min_samples_leaf;
-    const int64_t *samples = g->samples;
-    const uint8_t *y = g->y;
-    const double *w = g->w;
+    const int32_t *samples = g->samples;
+    const uint64_t *packed = g->packed;
     if (n_values <= 2 * n + 1024) {
-        double *b0 = g->bin0, *b1 = g->bin1;
-        int64_t *bn = g->bin_n;
+        /* bins; with few values, COPIES sets of them, so that samples of one value in a row
+         * do not wait for each other's addition */
+        int copies = COPIES * n_values * 2 <= n ? COPIES : 1;
+        uint64_t *bins = g->bins;
         int32_t lo = INT32_MAX, hi = -1;
-        for (int64_t p = start; p < end; p++) {
-            int64_t s = samples[p];
-            int32_t r = rank[s];
-            bn[r]++;
-            if (y[s])
-                b1[r] += w[s];
-            else
-                b0[r] += w[s];
-            if (r < lo)
-                lo = r;
-            if (r > hi)
-                hi = r;
+        if (copies == COPIES) {
+            for (int64_t p = start; p < end; p++) {
+                int32_t r = rank[samples[p]];
+                bins[(p & (COPIES - 1)) * n_values + r] += packed[samples[p]];
+                lo = r < lo ? r : lo;
+                hi = r > hi ? r : hi;
+            }
+        } else {
+            for (int64_t p = start; p < end; p++) {
+                int32_t r = rank[samples[p]];
+                bins[r] += packed[samples[p]];
+                lo = r < lo ? r : lo;
+                hi = r > hi ? r : hi;
+            }
         }
         int constant = vals[hi] <= vals[lo] + FEATURE_THRESHOLD;
-        int64_t n_left = 0;
-        double l0 = 0.0, l1 = 0.0;
+        uint64_t left = 0;
         float v_prev = 0.0f;
         for (int32_t r = lo; r <= hi; r++) {
-            if (bn[r] == 0)
+            uint64_t here = bins[r];
+            bins[r] = 0;
+            for (int c = 1; c < copies; c++) {
+                here += bins[c * n_values + r];
+                bins[c * n_values + r] = 0;
+            }
+            if (here == 0)
                 continue;
             float v = vals[r];
             if (!constant && r != lo && !(v <= v_prev + FEATURE_THRESHOLD))
-                consider(best, f, start, n, n_left, l0, l1, t0, t1, wn, v_prev, v, msl);
-            n_left += bn[r];
-            l0 += b0[r];
-            l1 += b1[r];
-            bn[r] = 0;
-            b0[r] = 0.0;
-            b1[r] = 0.0;
+                consider(best, f, start, n, left, t0, t1, wn, v_prev, v, msl);
+            left += here;
             v_prev = v;
         }
         return constant;
     }
     uint64_t *keys = g->keys;
     for (int64_t p = start; p < end; p++) {
-        int64_t s = samples[p];
-        keys[p - start] = ((uint64_t)(uint32_t)rank[s] << 32) | (uint64_t)s;
+        int32_t s = samples[p];
+        keys[p - start] = ((uint64_t)(uint32_t)rank[s] << 32) | (uint64_t)(uint32_t)s;
     }
     keys = radix_sort(keys, g->spare, n, bits_of(n_values));
     int32_t lo = (int32_t)(keys[0] >> 32), hi = (int32_t)(keys[n - 1] >> 32);
     if (vals[hi] <= vals[lo] + FEATURE_THRESHOLD)
         return 1;
-    int64_t n_left = 0;
-    double l0 = 0.0, l1 = 0.0;
+    uint64_t left = 0;
     float v_prev = 0.0f;
     int32_t r_prev = -1;
     for (int64_t i = 0; i < n; i++) {
         int32_t r = (int32_t)(keys[i] >> 32);
-        int64_t s = (int64_t)(keys[i] & 0xffffffffu);
         if (r != r_prev) {
             float v = vals[r];
             if (r_prev >= 0 && !(v <= v_prev + FEATURE_THRESHOLD))
-                consider(best, f, start, n, n_left, l0, l1, t0, t1, wn, v_prev, v, msl);
+                consider(best, f, start, n, left, t0, t1, wn, v_prev, v, msl);
             v_prev = v;
             r_prev = r;
         }
-        n_left++;
-        if (y[s])
-            l1 += w[s];
-        else
-            l0 += w[s];
+        left += packed[keys[i] & 0xffffffffu];
     }
     return 0;
+}
+
+/* The packed sums of samples[start:end] */
+static uint64_t
+sums_of(const Grower *g, int64_t start, int64_t end)
+{
+    uint64_t sum = 0;
+    for (int64_t p = start; p < end; p++)
+        sum += g->packed[g->samples[p]];
+    return sum;
 }
 
 /* scikit-learn's node_split_best for samples[start:end] (class weights t0, t1, weight wn) */
@@ -294,29 +313,23 @@ node_split(Grower *g, Record *rec, double t0, double t1, double wn, Split *best)
     }
     if (best->pos < end) {
         /* partition_samples_final: X <= threshold goes left */
-        const int32_t *rank = g->ranks + best->feature * g->n_rows;
+        const int32_t *rank = g->ranks + best->feature * g->m;
         const float *vals = g->values + g->offsets[best->feature];
-        int64_t *samples = g->samples;
+        int32_t *samples = g->samples;
         int64_t a = start, b = end;
         while (a < b) {
             if ((double)vals[rank[samples[a]]] <= best->threshold) {
                 a++;
             } else {
                 b--;
-                tmp = samples[a];
+                int32_t t = samples[a];
                 samples[a] = samples[b];
-                samples[b] = tmp;
+                samples[b] = t;
             }
         }
-        double l0 = 0.0, l1 = 0.0, wl = 0.0;
-        for (int64_t p = start; p < best->pos; p++) {
-            int64_t s = samples[p];
-            if (g->y[s])
-                l1 += g->w[s];
-            else
-                l0 += g->w[s];
-            wl += g->w[s];
-        }
+        uint64_t left = sums_of(g, start, best->pos);
+        double l0 = W0_OF(left), l1 = W1_OF(left);
+        double wl = l0 + l1;
         double wr = wn - wl;
         best->impurity_left = gini(l0, l1, wl);
         best->impurity_right = gini(t0 - l0, t1 - l1, wr);
@@ -331,26 +344,20 @@ node_split(Grower *g, Record *rec, double t0, double t1, double wn, Split *best)
 
 /* DepthFirstTreeBuilder.build; 0, or -1 when out of capacity or memory */
 static int
-build(Grower *g, int64_t n_samples)
+build(Grower *g)
 {
     int64_t stack_size = 0, stack_capacity = 64;
     Record *stack = malloc(sizeof(Record) * (size_t)stack_capacity);
     if (stack == NULL)
         return -1;
-    stack[stack_size++] = (Record){0, n_samples, 0, TREE_UNDEFINED, 0, 0, INFINITY};
+    stack[stack_size++] = (Record){0, g->m, 0, TREE_UNDEFINED, 0, 0, INFINITY};
     int first = 1;
     while (stack_size > 0) {
         Record rec = stack[--stack_size];
         int64_t n = rec.end - rec.start;
-        double t0 = 0.0, t1 = 0.0, wn = 0.0;
-        for (int64_t p = rec.start; p < rec.end; p++) {
-            int64_t s = g->samples[p];
-            if (g->y[s])
-                t1 += g->w[s];
-            else
-                t0 += g->w[s];
-            wn += g->w[s];
-        }
+        uint64_t sums = sums_of(g, rec.start, rec.end);
+        double t0 = W0_OF(sums), t1 = W1_OF(sums);
+        double wn = t0 + t1;
         int is_leaf = rec.depth >= g->max_depth || n < g->min_samples_split ||
                       n < 2 * g->min_samples_leaf;
         if (first) {
@@ -474,22 +481,21 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
         ok = i == 12 || views[i].shape[0] == capacity;
     const int64_t *offsets = views[2].buf;
     const int32_t *ranks = views[0].buf;
+    const uint8_t *y = views[3].buf;
+    const double *w = views[4].buf;
     int64_t max_values = 0;
     for (int64_t f = 0; ok && f < n_features; f++) {
         int64_t k = offsets[f + 1] - offsets[f];
         ok = offsets[f] >= 0 && k >= 1 && offsets[f + 1] <= views[1].shape[0];
         if (k > max_values)
             max_values = k;
-        for (int64_t i = 0; ok && i < n_rows; i++)
-            ok = ranks[f * n_rows + i] >= 0 && ranks[f * n_rows + i] < k;
     }
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "grow: inconsistent shapes, ranks or parameters");
         goto done;
     }
     Grower g = {
-        .ranks = ranks, .values = views[1].buf, .offsets = offsets, .y = views[3].buf,
-        .w = views[4].buf, .n_rows = n_rows, .n_features = n_features,
+        .values = views[1].buf, .offsets = offsets, .n_features = n_features,
         .max_features = max_features, .min_samples_leaf = min_samples_leaf,
         .min_samples_split = min_samples_split, .max_depth = max_depth,
         .rand_state = (uint32_t)seed, .capacity = capacity, .left = views[5].buf,
@@ -499,43 +505,85 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     };
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    g.samples = malloc(sizeof(int64_t) * (size_t)(n_rows > 0 ? n_rows : 1));
-    g.keys = malloc(sizeof(uint64_t) * (size_t)(n_rows > 0 ? n_rows : 1));
-    g.spare = malloc(sizeof(uint64_t) * (size_t)(n_rows > 0 ? n_rows : 1));
-    g.features = malloc(sizeof(int64_t) * (size_t)(n_features > 0 ? n_features : 1));
-    g.constant_features = malloc(sizeof(int64_t) * (size_t)(n_features > 0 ? n_features : 1));
-    g.bin0 = calloc((size_t)max_values + 1, sizeof(double));
-    g.bin1 = calloc((size_t)max_values + 1, sizeof(double));
-    g.bin_n = calloc((size_t)max_values + 1, sizeof(int64_t));
-    if (!g.samples || !g.keys || !g.spare || !g.features || !g.constant_features || !g.bin0 || !g.bin1 ||
-        !g.bin_n) {
+    /* the rows of nonzero weight, in order (scikit-learn's splitter.init); the weights must be
+     * integer counts whose sums fit a packed field */
+    int64_t m = 0;
+    double total = 0.0;
+    for (int64_t i = 0; i < n_rows; i++) {
+        if (w[i] != 0.0)
+            m++;
+        total += w[i];
+    }
+    if (!(total < (double)FIELD_MASK))
+        failed = 3;
+    g.m = m;
+    g.weighted_n_samples = total;
+    size_t rows = (size_t)(m > 0 ? m : 1);
+    size_t columns = (size_t)(n_features > 0 ? n_features : 1);
+    g.ranks = malloc(sizeof(int32_t) * rows * columns);
+    g.packed = malloc(sizeof(uint64_t) * rows);
+    g.samples = malloc(sizeof(int32_t) * rows);
+    g.keys = malloc(sizeof(uint64_t) * rows);
+    g.spare = malloc(sizeof(uint64_t) * rows);
+    g.features = malloc(sizeof(int64_t) * columns);
+    g.constant_features = malloc(sizeof(int64_t) * columns);
+    g.bins = calloc((size_t)COPIES * ((size_t)max_values + 1), sizeof(uint64_t));
+    if (failed) {
+    } else if (!g.ranks || !g.packed || !g.samples || !g.keys || !g.spare || !g.features ||
+               !g.constant_features || !g.bins) {
         failed = 1;
+    } else if (m == 0) {
+        failed = 2;
     } else {
-        int64_t n_samples = 0;
-        double total = 0.0;
+        int32_t *row_of = g.samples; /* first the rows kept, then the samples 0 .. m-1 */
+        int64_t j = 0;
         for (int64_t i = 0; i < n_rows; i++) {
-            if (g.w[i] != 0.0)
-                g.samples[n_samples++] = i;
-            total += g.w[i];
+            if (w[i] == 0.0)
+                continue;
+            if (!(w[i] > 0.0 && w[i] < (double)FIELD_MASK && (double)(uint64_t)w[i] == w[i]))
+                failed = 3;
+            uint64_t weight = failed ? 0 : (uint64_t)w[i];
+            g.packed[j] = 1 + (y[i] ? weight << (2 * FIELD) : weight << FIELD);
+            row_of[j++] = (int32_t)i;
         }
-        g.weighted_n_samples = total;
+        uint32_t bad = 0; /* a rank beyond its feature's values (checked where used) */
+        for (int64_t f = 0; f < n_features; f++) {
+            const int32_t *column = ranks + f * n_rows;
+            int32_t *to = g.ranks + f * m;
+            uint32_t k = (uint32_t)(offsets[f + 1] - offsets[f]);
+            for (j = 0; j < m; j++) {
+                int32_t r = column[row_of[j]];
+                to[j] = r;
+                bad |= (uint32_t)r >= k;
+            }
+        }
+        for (j = 0; j < m; j++)
+            g.samples[j] = (int32_t)j;
         for (int64_t f = 0; f < n_features; f++)
             g.features[f] = f;
-        failed = n_samples == 0 ? 2 : (build(&g, n_samples) < 0 ? 1 : 0);
+        if (bad)
+            failed = 4;
+        else if (!failed)
+            failed = build(&g) < 0 ? 1 : 0;
     }
+    free(g.ranks);
+    free(g.packed);
     free(g.samples);
     free(g.keys);
     free(g.spare);
     free(g.features);
     free(g.constant_features);
-    free(g.bin0);
-    free(g.bin1);
-    free(g.bin_n);
+    free(g.bins);
     Py_END_ALLOW_THREADS
     if (failed == 1)
         PyErr_SetString(PyExc_MemoryError, "grow: out of memory or node capacity");
     else if (failed == 2)
         PyErr_SetString(PyExc_ValueError, "grow: no row of nonzero weight");
+    else if (failed == 3)
+        PyErr_SetString(PyExc_ValueError,
+                        "grow: weights must be integer counts summing to less than 2**21");
+    else if (failed == 4)
+        PyErr_SetString(PyExc_ValueError, "grow: inconsistent ranks (beyond their values)");
     else
         result = PyLong_FromLongLong(g.node_count);
 done:

@@ -27,6 +27,7 @@ forests here answers its first request that much sooner.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -154,18 +155,32 @@ def bootstrap_size(n_rows: int, max_samples: float | int | None) -> int:
     return max(int(max_samples * n_rows), 1)
 
 
+def seeded(seed: int) -> np.random.RandomState:
+    """This thread's ``RandomState``, reseeded: the state of ``RandomState(seed)``, without the
+    constructor's draw of fresh entropy from the system (a quarter of a millisecond, twice per
+    tree, 40 trees a week)."""
+    state: np.random.RandomState | None = getattr(_THREAD, "state", None)
+    if state is None:
+        state = _THREAD.state = np.random.RandomState(0)
+    state.seed(seed)
+    return state
+
+
+_THREAD = threading.local()
+
+
 def bootstrap_weights(seed: int, n_rows: int, size: int) -> np.ndarray:
     """A tree's bootstrap sample as counts per row (float64), as the forest passes it to the
     tree: ``_generate_sample_indices`` (``RandomState(seed).randint(0, n_rows, size)``), then
     ``numpy.bincount``."""
-    indices = np.random.RandomState(seed).randint(0, n_rows, size)
+    indices = seeded(seed).randint(0, n_rows, size)
     return np.bincount(indices, minlength=n_rows).astype(np.float64)
 
 
 def splitter_seed(seed: int) -> int:
     """The seed of a tree's splitter (``rand_r_state``): the first draw of
     ``RandomState(seed)``, ``randint(0, RAND_R_MAX)``."""
-    return int(np.random.RandomState(seed).randint(0, RAND_R_MAX))
+    return int(seeded(seed).randint(0, RAND_R_MAX))
 
 
 def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownForest | None:
