@@ -179,7 +179,7 @@ def test_the_grower_checks_its_arrays() -> None:
         "values": values,
         "offsets": offsets,
         "y": y.astype(np.uint8),
-        "w": np.ones(len(y)),
+        "indices": np.arange(len(y)),
         **grow._outputs(tree),
         "max_features": 4,
         "min_samples_leaf": 5,
@@ -191,17 +191,17 @@ def test_the_grower_checks_its_arrays() -> None:
     with pytest.raises(ValueError, match="ranks"):
         module.grow(**{**arguments, "ranks": ranks.astype(np.int64)})
     with pytest.raises(ValueError, match="inconsistent"):
-        module.grow(**{**arguments, "w": np.ones(len(y) - 1)})
+        module.grow(**{**arguments, "y": np.ones(len(y) - 1, dtype=np.uint8)})
+    with pytest.raises(ValueError, match="indices"):
+        module.grow(**{**arguments, "indices": np.array([0, len(y)])})  # a row beyond the last
     broken = ranks.copy()
     broken[0, 0] = 10**6  # a rank beyond its feature's values
     with pytest.raises(ValueError, match="inconsistent"):
         module.grow(**{**arguments, "ranks": broken})
     with pytest.raises(MemoryError, match="capacity"):
         module.grow(**{**arguments, **grow._outputs(grow._empty_tree(2)), "max_depth": 10})
-    with pytest.raises(ValueError, match="integer counts"):
-        module.grow(**{**arguments, "w": np.full(len(y), 0.5)})
-    with pytest.raises(ValueError, match="nonzero weight"):
-        module.grow(**{**arguments, "w": np.zeros(len(y))})
+    with pytest.raises(ValueError, match="inconsistent"):
+        module.grow(**{**arguments, "indices": np.zeros(0, dtype=np.int64)})
 
 
 def test_train_forest_grows_with_it(monkeypatch: pytest.MonkeyPatch) -> None:

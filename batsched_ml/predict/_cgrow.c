@@ -312,13 +312,23 @@ node_split(Grower *g, Record *rec, double t0, double t1, double wn, Split *best)
         features[f_j] = tmp;
     }
     if (best->pos < end) {
-        /* partition_samples_final: X <= threshold goes left */
+        /* partition_samples_final: X <= threshold goes left, that is, as the values are
+         * ascending, a rank up to the last whose value is <= threshold */
         const int32_t *rank = g->ranks + best->feature * g->m;
         const float *vals = g->values + g->offsets[best->feature];
+        int32_t last = -1, above = (int32_t)(g->offsets[best->feature + 1] -
+                                             g->offsets[best->feature]);
+        while (above - last > 1) { /* vals[last] <= threshold < vals[above] */
+            int32_t middle = last + (above - last) / 2;
+            if ((double)vals[middle] <= best->threshold)
+                last = middle;
+            else
+                above = middle;
+        }
         int32_t *samples = g->samples;
         int64_t a = start, b = end;
         while (a < b) {
-            if ((double)vals[rank[samples[a]]] <= best->threshold) {
+            if (rank[samples[a]] <= last) {
                 a++;
             } else {
                 b--;
@@ -446,7 +456,7 @@ get_buffer(PyObject *obj, const char *name, char kind, int ndim, int writable, P
 static PyObject *
 grow(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"ranks", "values", "offsets", "y", "w", "left", "right", "feature",
+    static char *names[] = {"ranks", "values", "offsets", "y", "indices", "left", "right", "feature",
                             "threshold", "impurity", "n_node_samples",
                             "weighted_n_node_samples", "value", "missing_go_to_left",
                             "max_features", "min_samples_leaf", "min_samples_split",
@@ -460,7 +470,7 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
                                      &objs[11], &objs[12], &objs[13], &max_features,
                                      &min_samples_leaf, &min_samples_split, &max_depth, &seed))
         return NULL;
-    static const char kinds[] = "ifqBdqqqddqddB";
+    static const char kinds[] = "ifqBqqqqddqddB";
     static const int dims[] = {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     Py_buffer views[N_BUFFERS + 1];
     int got = 0;
@@ -474,7 +484,7 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     int64_t n_features = views[0].shape[0], n_rows = views[0].shape[1];
     int64_t capacity = views[5].shape[0];
     int ok = views[2].shape[0] == n_features + 1 && views[3].shape[0] == n_rows &&
-             views[4].shape[0] == n_rows && n_rows < ((int64_t)1 << 32) &&
+             views[4].shape[0] >= 1 && n_rows < ((int64_t)1 << 31) &&
              max_features >= 1 && min_samples_leaf >= 1 && max_depth >= 0 &&
              seed <= RAND_R_MAX && views[12].shape[0] == 2 * capacity;
     for (int i = 6; ok && i < N_BUFFERS + 1; i++)
@@ -482,7 +492,8 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     const int64_t *offsets = views[2].buf;
     const int32_t *ranks = views[0].buf;
     const uint8_t *y = views[3].buf;
-    const double *w = views[4].buf;
+    const int64_t *indices = views[4].buf;
+    int64_t n_draws = views[4].shape[0];
     int64_t max_values = 0;
     for (int64_t f = 0; ok && f < n_features; f++) {
         int64_t k = offsets[f + 1] - offsets[f];
@@ -505,17 +516,25 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     };
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    /* the rows of nonzero weight, in order (scikit-learn's splitter.init); the weights must be
-     * integer counts whose sums fit a packed field */
+    /* each row's weight: how often the bootstrap drew it (scikit-learn's counts); the rows of
+     * nonzero weight, in order, are the samples (its splitter.init); every sum of weights is at
+     * most n_draws, which must fit a packed field */
+    int32_t *count = calloc((size_t)n_rows, sizeof(int32_t));
     int64_t m = 0;
-    double total = 0.0;
-    for (int64_t i = 0; i < n_rows; i++) {
-        if (w[i] != 0.0)
-            m++;
-        total += w[i];
+    if (count == NULL) {
+        failed = 1;
+    } else {
+        for (int64_t d = 0; d < n_draws; d++) {
+            int64_t i = indices[d];
+            if (i < 0 || i >= n_rows)
+                failed = 4;
+            else
+                m += count[i]++ == 0;
+        }
     }
-    if (!(total < (double)FIELD_MASK))
+    if (!failed && n_draws >= (int64_t)FIELD_MASK)
         failed = 3;
+    double total = (double)n_draws; /* the sum of the weights, exact */
     g.m = m;
     g.weighted_n_samples = total;
     size_t rows = (size_t)(m > 0 ? m : 1);
@@ -532,17 +551,13 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     } else if (!g.ranks || !g.packed || !g.samples || !g.keys || !g.spare || !g.features ||
                !g.constant_features || !g.bins) {
         failed = 1;
-    } else if (m == 0) {
-        failed = 2;
     } else {
         int32_t *row_of = g.samples; /* first the rows kept, then the samples 0 .. m-1 */
         int64_t j = 0;
         for (int64_t i = 0; i < n_rows; i++) {
-            if (w[i] == 0.0)
+            if (count[i] == 0)
                 continue;
-            if (!(w[i] > 0.0 && w[i] < (double)FIELD_MASK && (double)(uint64_t)w[i] == w[i]))
-                failed = 3;
-            uint64_t weight = failed ? 0 : (uint64_t)w[i];
+            uint64_t weight = (uint64_t)count[i];
             g.packed[j] = 1 + (y[i] ? weight << (2 * FIELD) : weight << FIELD);
             row_of[j++] = (int32_t)i;
         }
@@ -566,6 +581,7 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
         else if (!failed)
             failed = build(&g) < 0 ? 1 : 0;
     }
+    free(count);
     free(g.ranks);
     free(g.packed);
     free(g.samples);
@@ -577,13 +593,11 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     Py_END_ALLOW_THREADS
     if (failed == 1)
         PyErr_SetString(PyExc_MemoryError, "grow: out of memory or node capacity");
-    else if (failed == 2)
-        PyErr_SetString(PyExc_ValueError, "grow: no row of nonzero weight");
     else if (failed == 3)
-        PyErr_SetString(PyExc_ValueError,
-                        "grow: weights must be integer counts summing to less than 2**21");
+        PyErr_SetString(PyExc_ValueError, "grow: 2**21 bootstrap draws or more");
     else if (failed == 4)
-        PyErr_SetString(PyExc_ValueError, "grow: inconsistent ranks (beyond their values)");
+        PyErr_SetString(PyExc_ValueError,
+                        "grow: inconsistent ranks or indices (beyond their values or rows)");
     else
         result = PyLong_FromLongLong(g.node_count);
 done:
@@ -678,7 +692,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"grow", (PyCFunction)(void (*)(void))grow, METH_VARARGS | METH_KEYWORDS,
-     "grow(ranks, values, offsets, y, w, left, right, feature, threshold, impurity, "
+     "grow(ranks, values, offsets, y, indices, left, right, feature, threshold, impurity, "
      "n_node_samples, weighted_n_node_samples, value, missing_go_to_left, max_features, "
      "min_samples_leaf, min_samples_split, max_depth, seed) -> node_count: one tree into the "
      "given arrays (batsched_ml/predict/grow.py)."},

@@ -9,7 +9,7 @@ weights into one bin per rank and reading the split positions off the bins in or
 file's comment says why that finds scikit-learn's split, node for node).
 
 Everything random is drawn as scikit-learn draws it, with the same numpy calls in the same order
-(:func:`tree_seeds`, :func:`bootstrap_weights`, :func:`splitter_seed`: ``RandomForestClassifier.
+(:func:`tree_seeds`, :func:`bootstrap_indices`, :func:`splitter_seed`: ``RandomForestClassifier.
 fit``, ``_generate_sample_indices`` and the splitter's seed, transcribed). The feature
 importances are computed with scikit-learn's expressions and numpy calls
 (``compute_feature_importances``, then the forest's mean). ``tests/test_grow.py`` compares
@@ -169,12 +169,11 @@ def seeded(seed: int) -> np.random.RandomState:
 _THREAD = threading.local()
 
 
-def bootstrap_weights(seed: int, n_rows: int, size: int) -> np.ndarray:
-    """A tree's bootstrap sample as counts per row (float64), as the forest passes it to the
-    tree: ``_generate_sample_indices`` (``RandomState(seed).randint(0, n_rows, size)``), then
-    ``numpy.bincount``."""
-    indices = seeded(seed).randint(0, n_rows, size)
-    return np.bincount(indices, minlength=n_rows).astype(np.float64)
+def bootstrap_indices(seed: int, n_rows: int, size: int) -> np.ndarray:
+    """A tree's bootstrap sample: ``_generate_sample_indices``,
+    ``RandomState(seed).randint(0, n_rows, size)``. (The forest passes the tree each row's
+    count as its weight; the grower counts them itself.)"""
+    return np.ascontiguousarray(seeded(seed).randint(0, n_rows, size), dtype=np.int64)
 
 
 def splitter_seed(seed: int) -> int:
@@ -207,15 +206,14 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
     size = bootstrap_size(n_rows, params.max_samples)
 
     def one(seed: int) -> Tree:
-        weights = bootstrap_weights(seed, n_rows, size)
-        capacity = 2 * (int(np.count_nonzero(weights)) // leaf) + 1
-        tree = _empty_tree(capacity)
+        indices = bootstrap_indices(seed, n_rows, size)
+        tree = _empty_tree(2 * (size // leaf) + 1)  # (each leaf holds min_samples_leaf rows)
         count = module.grow(
             ranks,
             values,
             offsets,
             labels,
-            weights,
+            indices,
             **_outputs(tree),
             **settings,
             seed=splitter_seed(seed),
