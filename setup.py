@@ -3,9 +3,9 @@
 forest's grower (``batsched_ml.predict._cgrow``).
 
 Everything else about the package is in pyproject.toml. The extensions are optional: without a
-C compiler the install goes on and their pure-Python references run (``batsched_ml.sim.simgrid.
-Kernel``, ``batsched_ml.predict.forest.FastForest.proba``), which give the same results, more
-slowly (batsched_ml/compiled.py).
+C compiler the install goes on and their references run (``batsched_ml.sim.simgrid.Kernel``,
+``batsched_ml.predict.forest.FastForest.proba``, scikit-learn's ``RandomForestClassifier.fit``),
+which give the same results, more slowly (batsched_ml/compiled.py).
 """
 
 import hashlib

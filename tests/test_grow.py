@@ -7,8 +7,11 @@ features, -0.0, a bootstrap sample without a class, the sort path and the bin pa
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -232,3 +235,15 @@ def test_growing_imports_no_scikit_learn() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_an_install_of_this_checkout_builds_the_compiled_grower() -> None:
+    """``pip install -e .`` (CI's install) compiles the grower into this tree, as the kernel:
+    the tests above must not all have skipped."""
+    from tests.test_sim_kernel import test_an_install_of_this_checkout_builds_the_compiled_kernel
+
+    test_an_install_of_this_checkout_builds_the_compiled_kernel()  # skips unless it applies
+    if shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is None:
+        pytest.skip("no C compiler")
+    assert importlib.util.find_spec(grow.NAME) is not None, "pip install -e . did not build it"
+    assert grow.grower() is not None
