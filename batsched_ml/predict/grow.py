@@ -4,9 +4,10 @@ scikit-learn's ``RandomForestClassifier.fit`` sorts each node's samples on every
 at every node of every tree: the 40 trees of an HPC2N week (50,000 jobs, a quarter drawn per
 tree) take 0.2 to 0.4 s, and a replay trains about 180 such weeks. :func:`grow_forest` grows the
 same forest from ranks instead: each feature of the week's training set is ranked once
-(``numpy.unique``), and ``_cgrow.grow`` grows each tree from the ranks, adding each node's class
-weights into one bin per rank and reading the split positions off the bins in order (the
-file's comment says why that finds scikit-learn's split, node for node).
+(``_cgrow.rank``, a radix sort: ``numpy.unique``'s arrays), and ``_cgrow.grow`` grows each
+tree from the ranks, adding each node's class weights into one bin per rank and reading the
+split positions off the bins in order (the file's comment says why that finds scikit-learn's
+split, node for node).
 
 Everything random is drawn as scikit-learn draws it, with the same numpy calls in the same order
 (:func:`tree_seeds`, :func:`bootstrap_indices`, :func:`splitter_seed`: ``RandomForestClassifier.
