@@ -168,6 +168,18 @@ def test_what_it_does_not_grow_is_left_to_scikit_learn(monkeypatch: pytest.Monke
     bad[3, 2] = np.nan
     assert grow.grow_forest(bad, y, ForestParams(n_estimators=3)) is None
     assert grow.grow_forest(x, np.ones(len(y), dtype=bool), ForestParams(n_estimators=3)) is None
+    for unusual in (
+        {"max_samples": 1.5},  # scikit-learn grows or refuses these, as it always did
+        {"max_depth": 0},
+        {"max_features": 0.0},
+        {"min_samples_leaf": 0},
+        {"random_state": None},
+    ):
+        params = ForestParams(n_estimators=3, **unusual)  # type: ignore[arg-type]
+        assert not grow.grows(params, len(y)) and grow.grow_forest(x, y, params) is None
+    assert not grow.grows(ForestParams(max_samples=None), 2**21)  # the packed sums' bound
+    assert grow.grows(ForestParams(max_samples=None), 2**21 - 2)
+    assert train_forest(x, y, ForestParams(n_estimators=3, max_samples=1.5)).predictor is not None
     monkeypatch.setenv(compiled.VARIABLE, "python")
     assert grow.grow_forest(x, y, ForestParams(n_estimators=3)) is None
 

@@ -183,12 +183,40 @@ def splitter_seed(seed: int) -> int:
     return int(seeded(seed).randint(0, RAND_R_MAX))
 
 
+def grows(params: ForestParams, n_rows: int) -> bool:
+    """Whether the grower grows this set-up: the values scikit-learn accepts and the grower
+    implements (anything else is left to scikit-learn, which grows it or refuses it as it
+    always did), and fewer than 2**21 bootstrap draws (the grower's packed sums)."""
+
+    def integer(value: Any, low: int) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            return False
+        return bool(value >= low)
+
+    def share(value: Any) -> bool:
+        return isinstance(value, float) and 0.0 < value <= 1.0
+
+    return bool(
+        integer(params.n_estimators, 1)
+        and integer(params.random_state, 0)
+        and integer(params.min_samples_leaf, 1)
+        and (params.max_depth is None or integer(params.max_depth, 1))
+        and (params.max_samples is None or share(params.max_samples))
+        and (
+            params.max_features in ("sqrt", "log2", None)
+            or share(params.max_features)
+            or integer(params.max_features, 1)
+        )
+        and 0 < bootstrap_size(n_rows, params.max_samples) < 2**21 - 1
+    )
+
+
 def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownForest | None:
     """The forest scikit-learn's ``RandomForestClassifier`` (the set-up of
     :func:`batsched_ml.predict.bootstrap_rows.scikit_learn_forest`) fits on ``x`` (float32
     rows) and boolean labels ``y``, or None where it does not grow it (see the module)."""
     module = grower()
-    if module is None or params.n_estimators < 1 or not isinstance(params.random_state, int):
+    if module is None or not grows(params, len(y)):
         return None
     x = np.ascontiguousarray(x, dtype=np.float32)
     classes, encoded = np.unique(y, return_inverse=True)
