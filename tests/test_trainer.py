@@ -3,6 +3,7 @@ in-process trainer, and the faults the scheduler must survive."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -25,6 +26,7 @@ from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.trainer.client import RemoteTrainer
 from batsched_ml.trainer.process import free_tcp_endpoint, trainer_command
 from batsched_ml.trainer.schema import encode
+from batsched_ml.trainer.schema import finished_field as finished
 from batsched_ml.trainer.server import (
     FAULTS_VARIABLE,
     History,
@@ -66,49 +68,82 @@ def ask(svc: TrainerService, kind: str, **fields) -> dict:
 
 def test_unknown_schema_version_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     svc = service(tmp_path)
-    reply, stop = svc.handle(json.dumps({"schema": 2, "type": "hello"}).encode())
+    reply, stop = svc.handle(json.dumps({"schema": 1, "type": "hello"}).encode())
     assert json.loads(reply) == {
-        "schema": 1,
+        "schema": 2,
         "type": "error",
-        "error": "unsupported schema version 2 (this side speaks 1)",
+        "error": "unsupported schema version 1 (this side speaks 2)",
     }
     assert not stop
-    assert ask(svc, "train", week=1, history=1, first_seq=0, finished=[[0, 1.0, [1.0]]])[
-        "error"
-    ].startswith("train: finished[0] must be")
+    # schema 1's list of rows is not schema 2's columns
+    assert ask(svc, "train", week=1, history=1, first_seq=0, finished=[[0, 1.0, [1.0]]]) == {
+        "schema": 2,
+        "type": "error",
+        "error": "train: field 'finished' must be an object of weeks, runtimes, features",
+    }
     assert json.loads(svc.handle(b"not json")[0])["type"] == "error"
 
 
+def _spoiled(field: dict, name: str, row: int, value: float) -> dict:
+    """``field`` with ``value`` at position ``row`` of its column ``name`` (row's first
+    feature, for the features)."""
+    dtype, width = ("<f8", 1) if name == "runtimes" else ("<f4", len(FEATURE_NAMES))
+    column = np.frombuffer(base64.b64decode(field[name]), dtype=dtype).copy()
+    column[row * width] = value
+    return {**field, name: base64.b64encode(column.tobytes()).decode()}
+
+
+N_BYTES = 4 * len(FEATURE_NAMES)
+
+
 @pytest.mark.parametrize(
-    "bad",
+    ("spoil", "error"),
     [
-        [0, 1.0, [1.0] * (len(FEATURE_NAMES) - 1)],  # a feature short
-        [0, 1.0, [True] + [1.0] * (len(FEATURE_NAMES) - 1)],  # a boolean is not a number
-        [0, 1.0, ["1.5"] + [1.0] * (len(FEATURE_NAMES) - 1)],  # nor is a string
-        [0, float("inf"), [1.0] * len(FEATURE_NAMES)],
-        [0, 1.0, [float("nan")] + [1.0] * (len(FEATURE_NAMES) - 1)],
-        [0.5, 1.0, [1.0] * len(FEATURE_NAMES)],  # a week is an integer
-        [0, 1.0],
+        (lambda f: _spoiled(f, "runtimes", 3, float("inf")), "finished job 3 has a runtime"),
+        (lambda f: _spoiled(f, "features", 3, float("nan")), "finished job 3 has a runtime"),
+        (
+            lambda f: {**f, "features": base64.b64encode(b"\0" * (6 * N_BYTES - 4)).decode()},
+            f"finished features must hold {6 * len(FEATURE_NAMES)} values of 4 bytes, not "
+            f"{6 * N_BYTES - 4} bytes",
+        ),
+        (lambda f: {**f, "runtimes": f["runtimes"][:-4]}, "finished runtimes must hold 6"),
+        (lambda f: {**f, "runtimes": "@@@@"}, "finished runtimes is not valid base64"),
+        (lambda f: {**f, "features": 1.5}, "finished features must be a base64 string"),
+        (lambda f: {**f, "weeks": [0, 0, 0, 0.5, 0, 0]}, "finished weeks must be a list of"),
+        (lambda f: {**f, "weeks": [0, 0, 0, True, 0, 0]}, "finished weeks must be a list of"),
+        (lambda f: {k: v for k, v in f.items() if k != "weeks"}, "field 'finished' must be an"),
     ],
 )
-def test_a_bad_finished_job_is_named_by_its_row_and_nothing_is_stored(tmp_path: Path, bad) -> None:
+def test_a_bad_finished_job_is_named_and_nothing_is_stored(tmp_path: Path, spoil, error) -> None:
     svc = service(tmp_path)
-    good = rows(5)
-    finished = [*good[:3], bad, *good[3:]]
-    reply = ask(svc, "train", week=1, history=6, first_seq=0, finished=finished)
-    assert reply == {
-        "schema": 1,
-        "type": "error",
-        "error": f"train: finished[3] must be [week, runtime, {len(FEATURE_NAMES)} finite numbers]",
-    }
+    reply = ask(svc, "train", week=1, history=6, first_seq=0, finished=spoil(finished(rows(6))))
+    assert reply["type"] == "error" and reply["error"].startswith(f"train: {error}"), reply
     assert svc.history.size == 0
+
+
+def test_the_columns_carry_the_float32_values_a_json_list_would_have_given(
+    tmp_path: Path,
+) -> None:
+    """The features go as float32 (what the trainer keeps): the same values as schema 1's
+    decimal text rounded to float32 on arrival, for values that are not float32 already."""
+    data = rows(50)
+    rng = np.random.default_rng(3)
+    for row in data:
+        row[2] = [float(v) for v in rng.normal(size=len(FEATURE_NAMES)) * 1e3]
+    svc = service(tmp_path)
+    ask(svc, "train", week=1, history=50, first_seq=0, finished=finished(data))
+    expected = np.array([json.loads(json.dumps(row[2])) for row in data]).astype(np.float32)
+    assert np.array_equal(svc.history.x[:50], expected)
+    assert np.array_equal(svc.history.runtime[:50], [row[1] for row in data])
 
 
 def test_stored_history_holds_exactly_the_jobs_sent(tmp_path: Path) -> None:
     svc = service(tmp_path)
     data = rows(40)
-    ask(svc, "train", week=1, history=30, first_seq=0, finished=data[:30])
-    ask(svc, "train", week=2, history=40, first_seq=25, finished=data[25:])  # overlap kept once
+    ask(svc, "train", week=1, history=30, first_seq=0, finished=finished(data[:30]))
+    ask(
+        svc, "train", week=2, history=40, first_seq=25, finished=finished(data[25:])
+    )  # overlap kept once
     h = svc.history
     assert h.size == 40
     assert h.week[:40].tolist() == [r[0] for r in data]
@@ -122,8 +157,10 @@ def test_stored_history_holds_exactly_the_jobs_sent(tmp_path: Path) -> None:
 
 def test_an_expired_request_stores_the_jobs_but_trains_nothing(tmp_path: Path) -> None:
     svc = service(tmp_path)
-    reply = ask(svc, "train", week=1, history=200, first_seq=0, finished=rows(200), expires=1.0)
-    assert reply == {"schema": 1, "type": "expired", "history": 200}
+    reply = ask(
+        svc, "train", week=1, history=200, first_seq=0, finished=finished(rows(200)), expires=1.0
+    )
+    assert reply == {"schema": 2, "type": "expired", "history": 200}
     assert not (tmp_path / "models" / "manifest.json").exists()
 
 
@@ -132,12 +169,12 @@ def test_train_stores_history_and_publishes_a_model(tmp_path: Path) -> None:
     data = rows(300)
     assert ask(svc, "hello", params=PARAMS.as_dict())["history"] == 0
     # a gap (first_seq beyond what is stored) is answered with what is missing
-    assert ask(svc, "train", week=3, history=300, first_seq=100, finished=data[100:]) == {
-        "schema": 1,
+    assert ask(svc, "train", week=3, history=300, first_seq=100, finished=finished(data[100:])) == {
+        "schema": 2,
         "type": "missing",
         "history": 0,
     }
-    reply = ask(svc, "train", week=3, history=300, first_seq=0, finished=data)
+    reply = ask(svc, "train", week=3, history=300, first_seq=0, finished=finished(data))
     entry = reply["entry"]
     assert reply["type"] == "model" and reply["history"] == 300
     assert entry["week"] == 3 and entry["n_train"] == 300 and entry["file"] == "week-0003.skops"
@@ -160,20 +197,22 @@ def test_train_stores_history_and_publishes_a_model(tmp_path: Path) -> None:
     assert [loaded.predict_one(row) for row in probe] == list(trained.predict(probe))
     # the next week's entry rates the previous model on the jobs of its week (week 3 = rows 300-399)
     more = rows(100, seed=1, first_week=3)
-    entry4 = ask(svc, "train", week=4, history=400, first_seq=300, finished=more)["entry"]
+    entry4 = ask(svc, "train", week=4, history=400, first_seq=300, finished=finished(more))["entry"]
     assert entry4["previous_week_quality"] is None  # computed after the reply, into the manifest
     assert svc.store.entry(4)["previous_week_quality"]["jobs"] == 100
 
 
 def test_a_restarted_trainer_resumes_from_its_database(tmp_path: Path) -> None:
     svc = service(tmp_path)
-    ask(svc, "train", week=1, history=200, first_seq=0, finished=rows(200))
+    ask(svc, "train", week=1, history=200, first_seq=0, finished=finished(rows(200)))
     svc.history.close()
     again = service(tmp_path)
     assert again.history.size == 200
     assert ask(again, "hello", params=PARAMS.as_dict())["history"] == 200
     # only the tail is needed now
-    reply = ask(again, "train", week=2, history=250, first_seq=200, finished=rows(250)[200:])
+    reply = ask(
+        again, "train", week=2, history=250, first_seq=200, finished=finished(rows(250)[200:])
+    )
     assert reply["type"] == "model" and reply["entry"]["n_train"] == 250
 
 
@@ -182,7 +221,9 @@ def test_a_restarted_trainer_resumes_from_its_database(tmp_path: Path) -> None:
 
 def trained_entry(tmp_path: Path) -> tuple[ModelStore, dict]:
     svc = service(tmp_path)
-    entry = ask(svc, "train", week=1, history=300, first_seq=0, finished=rows(300))["entry"]
+    entry = ask(svc, "train", week=1, history=300, first_seq=0, finished=finished(rows(300)))[
+        "entry"
+    ]
     return svc.store, entry
 
 
@@ -449,7 +490,7 @@ def test_trainer_cli_refuses_a_wrong_schema_over_the_socket(tmp_path, trainer_pr
     sock.connect(endpoint)
     sock.send(json.dumps({"schema": 99, "type": "train"}).encode())
     assert sock.poll(20_000)
-    assert json.loads(sock.recv())["error"] == "unsupported schema version 99 (this side speaks 1)"
+    assert json.loads(sock.recv())["error"] == "unsupported schema version 99 (this side speaks 2)"
     sock.send(encode("stop"))
     assert sock.poll(20_000) and json.loads(sock.recv())["type"] == "bye"
     sock.close()
@@ -526,7 +567,7 @@ RUN_B = {
 def test_a_history_belongs_to_the_run_that_first_greeted_it(tmp_path: Path) -> None:
     svc = service(tmp_path)
     assert ask(svc, "hello", params=PARAMS.as_dict(), run=RUN_A)["type"] == "hello"
-    ask(svc, "train", week=1, history=200, first_seq=0, finished=rows(200))
+    ask(svc, "train", week=1, history=200, first_seq=0, finished=finished(rows(200)))
     refused = ask(svc, "hello", params=PARAMS.as_dict(), run=RUN_B)
     assert refused["type"] == "refused"
     assert refused["error"] == (
@@ -543,7 +584,7 @@ def test_a_history_belongs_to_the_run_that_first_greeted_it(tmp_path: Path) -> N
 
 def test_a_history_of_an_unidentified_run_is_refused(tmp_path: Path) -> None:
     svc = service(tmp_path)
-    ask(svc, "train", week=1, history=150, first_seq=0, finished=rows(150))
+    ask(svc, "train", week=1, history=150, first_seq=0, finished=finished(rows(150)))
     reply = ask(svc, "hello", params=PARAMS.as_dict(), run=RUN_A)
     assert reply["type"] == "refused" and "150 jobs of an unidentified run" in reply["error"]
 

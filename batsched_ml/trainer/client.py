@@ -22,7 +22,7 @@ from batsched_ml.errors import UserError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import WeeklyModel
 from batsched_ml.trainer.process import TrainerProcess
-from batsched_ml.trainer.schema import REPLIES, SchemaError, decode, encode
+from batsched_ml.trainer.schema import REPLIES, SchemaError, decode, encode, finished_field
 from batsched_ml.trainer.store import ModelRejected, ModelStore
 
 log = logging.getLogger("batsched_ml.trainer")
@@ -209,7 +209,7 @@ class RemoteTrainer:
                     week=week,
                     history=size,
                     first_seq=self.acked,
-                    finished=self.records[self.acked : size],
+                    finished=finished_field(self.records[self.acked : size]),
                     expires=time.time() + remaining,
                 ),
                 remaining,
