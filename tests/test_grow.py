@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +157,11 @@ def test_rank_is_numpys_unique() -> None:
     compiled_ranks = grow.ranked(x, module)
     for mine, reference in zip(compiled_ranks, grow.ranked(x), strict=True):
         assert mine.dtype == reference.dtype and np.array_equal(mine, reference)
+    with ThreadPoolExecutor(3) as pool:  # columns split among threads: the same arrays
+        for parts in (2, 3, 4):
+            split = grow.ranked(x, module, pool, parts)
+            for mine, reference in zip(split, compiled_ranks, strict=True):
+                assert mine.dtype == reference.dtype and np.array_equal(mine, reference)
     sizes = np.diff(compiled_ranks[2])
     assert sizes[2] == 1 and sizes[3] == 2  # a constant column; two signed magnitudes
     assert 0.0 in compiled_ranks[1][compiled_ranks[2][1] : compiled_ranks[2][2]]

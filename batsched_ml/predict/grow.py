@@ -120,17 +120,41 @@ def max_features_of(value: str | float | None, n_features: int) -> int:
     return max(1, int(value * n_features)) if value > 0.0 else 0
 
 
-def ranked(x: np.ndarray, module: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ranked(
+    x: np.ndarray, module: Any = None, pool: ThreadPoolExecutor | None = None, parts: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each column's distinct values, ascending (one float32 array, ``offsets`` apart), and each
     row's rank among them, as a ``(n_features, n_rows)`` int32 array (``x``: finite float32
-    rows). The compiled grower's ``rank`` when given, else ``numpy.unique`` (the same arrays)."""
+    rows). The compiled grower's ``rank`` when given (its columns split in ``parts`` run by
+    ``pool``'s threads, if any: it lets go of the GIL), else ``numpy.unique``: the same
+    arrays."""
     n_rows, n_features = x.shape
-    ranks = np.empty((n_features, n_rows), dtype=np.int32)
     if module is not None:
-        values = np.empty(n_features * n_rows, dtype=np.float32)
-        offsets = np.empty(n_features + 1, dtype=np.int64)
-        module.rank(np.ascontiguousarray(x, dtype=np.float32), ranks, values, offsets)
-        return ranks, values[: offsets[-1]].copy(), offsets
+        parts = max(1, min(parts if pool is not None else 1, n_features))
+
+        def rank_columns(columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            part = np.ascontiguousarray(x[:, columns], dtype=np.float32)
+            ranks = np.empty((len(columns), n_rows), dtype=np.int32)
+            values = np.empty(len(columns) * n_rows, dtype=np.float32)
+            offsets = np.empty(len(columns) + 1, dtype=np.int64)
+            module.rank(part, ranks, values, offsets)
+            return ranks, values[: offsets[-1]], offsets
+
+        groups = np.array_split(np.arange(n_features), parts)
+        done = (
+            list(pool.map(rank_columns, groups))
+            if pool and parts > 1
+            else [rank_columns(group) for group in groups]
+        )
+        starts = np.cumsum([0] + [offsets[-1] for _, _, offsets in done])
+        return (
+            np.concatenate([r for r, _, _ in done]),
+            np.concatenate([v for _, v, _ in done]),
+            np.concatenate(
+                [[0]] + [o[1:] + start for (_, _, o), start in zip(done, starts, strict=False)]
+            ).astype(np.int64),
+        )
+    ranks = np.empty((n_features, n_rows), dtype=np.int32)
     columns: list[np.ndarray] = []
     for j in range(n_features):
         distinct, inverse = np.unique(x[:, j] + np.float32(0.0), return_inverse=True)
@@ -222,8 +246,26 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
     classes, encoded = np.unique(y, return_inverse=True)
     if len(classes) != 2 or not np.isfinite(x).all():
         return None
+    seeds = tree_seeds(params.random_state, params.n_estimators)
+    workers = max(1, min(params.n_jobs if params.n_jobs > 0 else os.cpu_count() or 1, len(seeds)))
+    if workers == 1:
+        return _grown(module, x, encoded, classes, params, seeds, None, 1)
+    with ThreadPoolExecutor(workers) as pool:  # the grower lets go of the GIL
+        return _grown(module, x, encoded, classes, params, seeds, pool, workers)
+
+
+def _grown(
+    module: Any,
+    x: np.ndarray,
+    encoded: np.ndarray,
+    classes: np.ndarray,
+    params: ForestParams,
+    seeds: list[int],
+    pool: ThreadPoolExecutor | None,
+    workers: int,
+) -> GrownForest:
     n_rows, n_features = x.shape
-    ranks, values, offsets = ranked(x, module)
+    ranks, values, offsets = ranked(x, module, pool, workers)
     labels = encoded.astype(np.uint8)
     leaf = params.min_samples_leaf
     settings = {
@@ -249,13 +291,7 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
         )
         return _first(tree, count)
 
-    seeds = tree_seeds(params.random_state, params.n_estimators)
-    workers = max(1, min(params.n_jobs if params.n_jobs > 0 else os.cpu_count() or 1, len(seeds)))
-    if workers == 1:
-        trees = [one(seed) for seed in seeds]
-    else:
-        with ThreadPoolExecutor(workers) as pool:  # the grower lets go of the GIL
-            trees = list(pool.map(one, seeds))
+    trees = list(pool.map(one, seeds)) if pool is not None else [one(seed) for seed in seeds]
     return GrownForest(classes, n_features, trees)
 
 
