@@ -116,7 +116,7 @@ def evaluate(features, runtimes, submit, ends, params: ForestParams, every: int)
         now = np.flatnonzero((submit >= boundary) & (submit < boundary + WEEK))
         if not len(now):
             continue
-        predicted = trained.forest.predict(features[now])
+        predicted = trained.predictor.predict(features[now])
         actual = runtimes[now] < divider
         counts += [
             int((predicted & actual).sum()),

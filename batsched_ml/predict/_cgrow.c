@@ -52,6 +52,7 @@ static const float FEATURE_THRESHOLD = (float)1e-7;
 typedef struct {
     int64_t start, end, depth, parent, is_left, n_constant;
     double impurity;
+    uint64_t sums; /* the packed sums of samples[start:end] (its parent's split counted them) */
 } Record;
 
 /* A sample's class weights and count packed into one integer, so that a bin takes one addition:
@@ -91,6 +92,7 @@ typedef struct {
     int64_t feature, pos;
     double threshold, proxy, impurity_left, impurity_right, improvement;
     int missing_go_to_left;
+    uint64_t left_sums; /* the packed sums of samples[start:pos] once partitioned */
 } Split;
 
 static uint32_t
@@ -338,6 +340,7 @@ node_split(Grower *g, Record *rec, double t0, double t1, double wn, Split *best)
             }
         }
         uint64_t left = sums_of(g, start, best->pos);
+        best->left_sums = left;
         double l0 = W0_OF(left), l1 = W1_OF(left);
         double wl = l0 + l1;
         double wr = wn - wl;
@@ -360,12 +363,13 @@ build(Grower *g)
     Record *stack = malloc(sizeof(Record) * (size_t)stack_capacity);
     if (stack == NULL)
         return -1;
-    stack[stack_size++] = (Record){0, g->m, 0, TREE_UNDEFINED, 0, 0, INFINITY};
+    stack[stack_size++] =
+        (Record){0, g->m, 0, TREE_UNDEFINED, 0, 0, INFINITY, sums_of(g, 0, g->m)};
     int first = 1;
     while (stack_size > 0) {
         Record rec = stack[--stack_size];
         int64_t n = rec.end - rec.start;
-        uint64_t sums = sums_of(g, rec.start, rec.end);
+        uint64_t sums = rec.sums;
         double t0 = W0_OF(sums), t1 = W1_OF(sums);
         double wn = t0 + t1;
         int is_leaf = rec.depth >= g->max_depth || n < g->min_samples_split ||
@@ -418,9 +422,10 @@ build(Grower *g)
                 stack = grown;
             }
             stack[stack_size++] = (Record){split.pos, rec.end, rec.depth + 1, id, 0,
-                                           rec.n_constant, split.impurity_right};
+                                           rec.n_constant, split.impurity_right,
+                                           sums - split.left_sums};
             stack[stack_size++] = (Record){rec.start, split.pos, rec.depth + 1, id, 1,
-                                           rec.n_constant, split.impurity_left};
+                                           rec.n_constant, split.impurity_left, split.left_sums};
         }
     }
     free(stack);

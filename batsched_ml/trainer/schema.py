@@ -102,7 +102,7 @@ def check_train(
             f"train: finished job {int(np.flatnonzero(bad)[0])} has a runtime or a feature "
             "that is not a finite number"
         )
-    return np.array(week_list, dtype=np.int64), runtimes.astype(np.float64), features
+    return np.array(week_list, dtype=np.int64), runtimes, features
 
 
 def _column(text: Any, dtype: str, count: int, name: str) -> np.ndarray:
