@@ -481,7 +481,9 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
                 from batsched_ml.workload.shake import shake
 
                 workload = shake(workload, **spec.shaking)
-            write_replay(run_replay(workload, spec.config()), folder, run_id=claimed.run_id)
+            result = run_replay(workload, spec.config())
+            del workload  # its job objects are freed before the files are written
+            write_replay(result, folder, run_id=claimed.run_id)
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return result_row(spec, folder, "failed", time.perf_counter() - started, last, reason)

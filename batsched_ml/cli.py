@@ -357,6 +357,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                 result = run_replay(
                     workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
                 )
+        del workload  # its job objects are freed before the files are written (peak memory)
         summary = write_replay(result, args.output, run_id=folder.run_id)
     elapsed = time.perf_counter() - started
     print(_summary_table(summary))

@@ -37,10 +37,29 @@ TAU = 60.0
 MONTH = 30 * 86_400.0
 
 
-def read_jobs_csv(path: str | Path | IO[str]) -> pd.DataFrame:
-    """A Batsim jobs table, with ``job_id`` kept as text."""
+#: The columns of a job table that :func:`summarize` and :func:`prediction_quality`'s caller read:
+#: a table parsed only for its figures needs no others (the allocations' text, the metadata).
+FIGURE_COLUMNS: tuple[str, ...] = (
+    "job_id",
+    "workload_name",
+    "submission_time",
+    "requested_number_of_resources",
+    "final_state",
+    "starting_time",
+    "execution_time",
+    "finish_time",
+)
+
+
+def read_jobs_csv(
+    path: str | Path | IO[str], *, columns: tuple[str, ...] | None = None
+) -> pd.DataFrame:
+    """A Batsim jobs table, with ``job_id`` kept as text; only ``columns`` if given (in the
+    file's order)."""
     return pd.read_csv(
-        path, dtype={"job_id": str, "workload_name": str, "allocated_resources": str}
+        path,
+        dtype={"job_id": str, "workload_name": str, "allocated_resources": str},
+        usecols=list(columns) if columns is not None else None,
     )
 
 
@@ -57,7 +76,7 @@ def logical_jobs(jobs: pd.DataFrame) -> pd.DataFrame:
     original job's."""
     workload = jobs["workload_name"].astype(str)
     resub = workload.str.endswith(RESUBMIT_SUFFIX)
-    table = jobs.copy()
+    table = jobs.copy(deep=False)  # columns are added, none is changed: the data is shared
     table["attempts"] = 1
     table["wasted_area"] = 0.0
     if not resub.any() and not (table["final_state"] == "COMPLETED_KILLED").any():
@@ -101,7 +120,7 @@ def with_job_metrics(jobs: pd.DataFrame, tau: float = TAU) -> pd.DataFrame:
 
     ``wait`` is the time from the original submission to the start of the final attempt, so a
     killed job's lost time counts as waiting."""
-    done = jobs[jobs["final_state"] != "REJECTED"].copy()
+    done = jobs[jobs["final_state"] != "REJECTED"].copy(deep=False)  # a new table already
     done["runtime"] = done["execution_time"]
     done["wait"] = done["finish_time"] - done["submission_time"] - done["runtime"]
     done["bsld"] = bounded_slowdown(done["wait"].to_numpy(), done["runtime"].to_numpy(), tau)
@@ -175,7 +194,10 @@ def summarize(
         summary["bsld_small"] = _round(done.loc[small, "bsld"].mean()) if small.any() else 0.0
         summary["bsld_large"] = _round(done.loc[~small, "bsld"].mean()) if (~small).any() else 0.0
         months = month_labels(done["submission_time"], unix_start_time, time_zone)
-        grouped = done.groupby(months.to_numpy(), sort=True)
+        # each month's rows of the two columns averaged (the same values in the same order as
+        # the whole table's groups): a month's table of every column, text ones included, held
+        # a sixth of a large replay's memory
+        grouped = done[["bsld", "wait"]].groupby(months.to_numpy(), sort=True)
         summary["monthly"] = {
             str(month): {
                 "jobs": len(group),

@@ -8,9 +8,9 @@ Python API, which run replays) through :func:`write_replay`, ``serve`` through
 computed in one place (:mod:`batsched_ml.metrics`).
 
 Why from memory: the job table is formatted once (Batsim's ``%f`` text, :mod:`.sim.jobs_csv`),
-written, and the same text is parsed once into the table every figure is computed from: the
-figures are those of the file a reader opens, without reading it back from disk again for each
-table.
+written, and read once (only the columns the figures need, :func:`read_figure_columns`) into the
+table every figure is computed from: the figures are those of the file a reader opens, and no
+table is read again for each figure.
 
 Wall-clock figures go to ``timing.json`` only: every other file of a run is byte-identical across
 reruns of the same inputs.
@@ -18,7 +18,6 @@ reruns of the same inputs.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -71,11 +70,16 @@ RUN_OUTPUTS = frozenset(
 SCHEDULER_TABLES = (DECISIONS, CLASSIFICATION, WEEKLY_QUALITY)
 
 
-def parse_jobs(text: str) -> pd.DataFrame:
-    """The job table in ``text`` as :func:`batsched_ml.metrics.read_jobs_csv` reads the file."""
-    from batsched_ml.metrics import read_jobs_csv
+def read_figure_columns(path: Path) -> pd.DataFrame:
+    """The columns of the job table at ``path`` that the figures are computed from
+    (:data:`~batsched_ml.metrics.FIGURE_COLUMNS`), as :func:`~batsched_ml.metrics.read_jobs_csv`
+    reads them: the figures are those of the file a reader opens. Parsing the other columns
+    (the allocations' text above all) took a third of the parse's time and memory; the file
+    is read back from the system's cache rather than parsed from the text in memory, which
+    would need a second copy of it (a third of the run's peak memory on HPC2N)."""
+    from batsched_ml.metrics import FIGURE_COLUMNS, read_jobs_csv
 
-    return read_jobs_csv(io.StringIO(text))
+    return read_jobs_csv(path, columns=FIGURE_COLUMNS)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -126,16 +130,21 @@ def write_replay(
     into ``summary.json`` and ``timing.json``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from batsched_ml.sim.jobs_csv import jobs_text
+    from batsched_ml.sim.jobs_csv import write_jobs_csv
 
-    text = jobs_text(result.rows)
-    write_text(out / JOBS, text)
-    jobs = parse_jobs(text)
+    write_jobs_csv(out / JOBS, result.rows)
+    jobs = read_figure_columns(out / JOBS)
     workload = result.workload
     scheduler: Any = result.scheduler  # classifying or not: read by what it has
     summary = {
         **({"run_id": run_id} if run_id is not None else {}),
-        **run_summary(jobs, workload, result.config.as_dict(), scheduler.rejected),
+        **run_summary(
+            jobs,
+            workload,
+            result.config.as_dict(),
+            scheduler.rejected,
+            workload_jobs=result.workload_jobs,
+        ),
     }
     if workload.get("shaking"):  # a shaken copy of the trace (workload/shake.py)
         summary["shaking"] = workload["shaking"]
@@ -198,7 +207,7 @@ def write_predictions(
     table = pd.DataFrame(
         {"job_id": ids, "predicted": predicted, "actual": jobs["execution_time"]}
     ).dropna()
-    write_text(out / PREDICTIONS, _table_csv(table))
+    write_table_csv(out / PREDICTIONS, table)
     quality = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
     quality["predictor"] = name
     # a measured duration varies from run to run: kept out of summary.json
@@ -258,11 +267,24 @@ def _float_texts(values: Any) -> list[str]:
     return list(values.astype(str).tolist())
 
 
-def _table_csv(table: pd.DataFrame) -> str:
-    """``table.to_csv(index=False)``'s text, four times faster for the tables of one text
-    column and numeric ones (``predictions.csv``): each column formatted as pandas formats it,
-    ``astype(str)`` of its numpy values (the shortest repr of a float: ``553.0``, ``1e-05``).
-    A text cell that would need quoting, or another column type, goes through pandas itself."""
+def write_table_csv(path: Path, table: pd.DataFrame, *, rows_per_part: int = 50_000) -> None:
+    """Write ``table.to_csv(index=False)``'s text to ``path`` (atomically), formatted and
+    written ``rows_per_part`` rows at a time: the text of each cell of a whole table at once
+    was the largest step of a replay's memory (60 MiB for HPC2N's ``predictions.csv``)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as handle:
+        for start in range(0, max(len(table), 1), rows_per_part):
+            part = table.iloc[start : start + rows_per_part]
+            handle.write(_table_csv(part, header=start == 0))
+    tmp.replace(path)
+
+
+def _table_csv(table: pd.DataFrame, *, header: bool = True) -> str:
+    """``table.to_csv(index=False, header=header)``'s text, four times faster for the tables of
+    one text column and numeric ones (``predictions.csv``): each column formatted as pandas
+    formats it, ``astype(str)`` of its numpy values (the shortest repr of a float: ``553.0``,
+    ``1e-05``). A text cell that would need quoting, or another column type, goes through
+    pandas itself."""
     columns = [table[name] for name in table.columns]
     cells: list[Any] = []
     for column in columns:
@@ -275,11 +297,11 @@ def _table_csv(table: pd.DataFrame) -> str:
             texts = values.tolist()
             # one search of the cells joined: it finds a character iff one of them holds it
             if _NEEDS_QUOTING.search("".join(texts)):
-                return str(table.to_csv(index=False))
+                return str(table.to_csv(index=False, header=header))
             cells.append(texts)
         else:
-            return str(table.to_csv(index=False))
-    lines = [",".join(str(name) for name in table.columns)]
+            return str(table.to_csv(index=False, header=header))
+    lines = [",".join(str(name) for name in table.columns)] if header else []
     lines.extend(map(",".join, zip(*cells, strict=True)))
     lines.append("")
     return "\n".join(lines)

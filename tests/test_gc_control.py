@@ -43,3 +43,36 @@ def test_alive_objects_are_frozen_then_back() -> None:
         assert gc.get_freeze_count() == count
     finally:
         gc.unfreeze()
+
+
+def _resident_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * 4096 / 2**20
+
+
+def test_freed_memory_goes_back_to_the_system() -> None:
+    """Blocks the C library kept after they were freed (between live ones, so it cannot give
+    them back on its own) leave the resident memory once ``release_freed_memory`` runs."""
+    import ctypes
+    import sys
+
+    from batsched_ml.gc_control import release_freed_memory
+
+    libc = ctypes.CDLL(None)
+    if not sys.platform.startswith("linux") or not hasattr(libc, "malloc_trim"):
+        pytest.skip("glibc's malloc_trim and /proc are Linux's")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    blocks = [libc.malloc(100_000) for _ in range(600)]  # the heap's (mmap's start higher)
+    try:
+        for block in blocks:
+            libc.memset(block, 1, 100_000)  # resident
+        for block in blocks[::2]:  # 30 MB freed, each block between two live ones
+            libc.free(block)
+        kept = _resident_mib()
+        release_freed_memory()
+        assert _resident_mib() < kept - 15
+    finally:
+        for block in blocks[1::2]:
+            libc.free(block)

@@ -40,6 +40,19 @@ def test_replay_invariants_and_summary(policy: str, kth_workload, tmp_path: Path
     assert 0 < summary["utilisation"] <= 1
 
 
+def test_a_result_does_not_keep_the_jobs(kth_workload, tmp_path: Path) -> None:
+    """A replay's result describes its workload without its job objects (freed before the
+    files are written) and counts them: summary.json says how many the workload had."""
+    workload = workload_head(kth_workload, 300)
+    result = run_replay(workload, ReplayConfig(policy="fcfs"))
+    assert "jobs" not in result.workload and "profiles" not in result.workload
+    assert result.workload == {
+        key: value for key, value in workload.items() if key not in ("jobs", "profiles")
+    }
+    assert result.workload_jobs == 300
+    assert write_replay(result, tmp_path)["workload_jobs"] == 300
+
+
 def test_policies_give_different_schedules(kth_workload) -> None:
     workload = workload_head(kth_workload, SLICE)
     bsld = {}
@@ -117,16 +130,22 @@ def test_the_progress_of_a_classified_replay_counts_workload_jobs(kth_workload) 
     assert seen == sorted(seen) and seen[-1] == 6000 and max(seen) <= 6000
 
 
-def test_tables_are_written_as_pandas_writes_them() -> None:
+def test_tables_are_written_as_pandas_writes_them(tmp_path: Path) -> None:
     """``predictions.csv`` is formatted by outputs itself (pandas' ``to_csv`` took 5 % of a
     large replay): the same text as ``to_csv`` for integer, float and text columns, the
-    shortest repr of every float included, and pandas itself for anything it would quote."""
+    shortest repr of every float included, and pandas itself for anything it would quote; and
+    the same file when it is written a part at a time, whatever the parts' size."""
     import random
 
     import numpy as np
     import pandas as pd
 
-    from batsched_ml.outputs import _table_csv
+    from batsched_ml.outputs import _table_csv, write_table_csv
+
+    def written(table: pd.DataFrame, rows_per_part: int) -> str:
+        write_table_csv(tmp_path / "t.csv", table, rows_per_part=rows_per_part)
+        assert not (tmp_path / "t.csv.tmp").exists()
+        return (tmp_path / "t.csv").read_bytes().decode()
 
     rng = random.Random(5)
     floats = [553.0, 1e16, 1e-05, 0.1, 1 / 3, 2.0**53, 1e22, 2.5e-300, 0.0, 43200.5]
@@ -141,9 +160,13 @@ def test_tables_are_written_as_pandas_writes_them() -> None:
         assert _table_csv(table) == table.to_csv(index=False)
         floated = table.assign(predicted=table["predicted"] / 7)
         assert _table_csv(floated) == floated.to_csv(index=False)
+        for rows_per_part in (1, 3, 100, 10_000):
+            assert written(floated, rows_per_part) == floated.to_csv(index=False)
     quoted = pd.DataFrame({"job_id": ["a,b", 'c"d', "e"], "actual": [1.0, 2.0, 3.0]})
     assert _table_csv(quoted) == quoted.to_csv(index=False)
     assert '"a,b"' in _table_csv(quoted)
+    # the first parts need pandas' quoting, the last one not
+    assert written(quoted, 1) == written(quoted, 2) == quoted.to_csv(index=False)
 
 
 def test_float_texts_and_lookups_are_pandas_own() -> None:

@@ -124,3 +124,16 @@ def test_the_stretch_at_the_edges() -> None:
     # a quotient below 1, and operands a long double cannot take exactly both ways
     assert jobs_csv.stretch_of(3.0, 7.0) == _reference(3.0, 7.0)
     assert jobs_csv.stretch_of(2.0**60 + 2**8, 3.0) == _reference(2.0**60 + 2**8, 3.0)
+
+
+def test_the_table_is_written_whole_whatever_the_parts(tmp_path) -> None:
+    """``write_jobs_csv`` writes its rows a part at a time: the file is the header, then every
+    row on its own line, for any part size, and no temporary file is left."""
+    rows = [f"{i},w0,row {i}" for i in range(7)]
+    for count in (0, 1, 7):
+        for rows_per_part in (1, 2, 3, 7, 50_000):
+            path = tmp_path / "jobs.csv"
+            jobs_csv.write_jobs_csv(path, rows[:count], rows_per_part=rows_per_part)
+            wanted = jobs_csv.HEADER + "\n" + "".join(row + "\n" for row in rows[:count])
+            assert path.read_bytes() == wanted.encode()
+            assert not (tmp_path / "jobs.csv.tmp").exists()

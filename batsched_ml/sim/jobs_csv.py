@@ -215,15 +215,14 @@ def rejected_row(
     return ",".join(head) + "," * 8 + f',"{metadata}"'
 
 
-def jobs_text(rows: list[str]) -> str:
-    """The table's file contents: the header, then one line per row."""
-    return "".join([HEADER, "\n", *(row + "\n" for row in rows)])
-
-
-def write_jobs_csv(path: str | Path, rows: list[str]) -> None:
-    """Write the header and ``rows`` (atomically: a temporary file renamed into place)."""
+def write_jobs_csv(path: str | Path, rows: list[str], *, rows_per_part: int = 50_000) -> None:
+    """Write the header and ``rows`` (atomically: a temporary file renamed into place), a part
+    at a time: the whole table as one text, and its encoded copy, were the largest step of a
+    replay's memory (two copies of 33 MiB for HPC2N)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="") as out:
-        out.write(jobs_text(rows))
+        out.write(HEADER + "\n")
+        for start in range(0, len(rows), rows_per_part):
+            out.write("\n".join(rows[start : start + rows_per_part]) + "\n")
     tmp.replace(path)

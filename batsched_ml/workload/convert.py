@@ -118,12 +118,19 @@ def _number(value: float) -> int | float:
 
 
 def _numbers(values: np.ndarray) -> list[int | float]:
-    """:func:`_number` of every element of a numeric array, as a list."""
+    """:func:`_number` of every element of a numeric array, as a list; equal numbers are one
+    object (a trace's users, queues, statuses and limits repeat: one number object per job and
+    field was a tenth of a loaded workload's memory)."""
     if values.dtype.kind in "iu":
-        return values.tolist()  # Python ints, as int() of each element
-    floats = values.astype(np.float64)
-    whole = (np.isfinite(floats) & (np.floor(floats) == floats)).tolist()
-    return [int(v) if w else v for v, w in zip(floats.tolist(), whole, strict=True)]
+        numbers: list[int | float] = values.tolist()  # Python ints, as int() of each element
+    else:
+        floats = values.astype(np.float64)
+        whole = (np.isfinite(floats) & (np.floor(floats) == floats)).tolist()
+        numbers = [int(v) if w else v for v, w in zip(floats.tolist(), whole, strict=True)]
+    # whole numbers are ints here and the floats left are not whole (so never -0.0): equal
+    # numbers are the same value of the same type
+    shared: dict[int | float, int | float] = {}
+    return [shared.setdefault(v, v) for v in numbers]
 
 
 def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> BatsimWorkload:
@@ -167,16 +174,21 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
         report.dropped[rule] = int(hit.sum())
         keep &= ~hit
 
-    kept = jobs.loc[keep].copy()
-    kept["res"] = processors[keep].astype(np.int64)
-    submit = kept["submit_time"].to_numpy()
+    # the kept rows, in submission order, as indices into the trace's columns: the columns are
+    # taken one at a time below (copies of the whole table were the load's peak memory)
+    rows = np.flatnonzero(keep)
+    submit = jobs["submit_time"].to_numpy()[rows]
     order = np.argsort(submit, kind="stable")
     if len(submit) > 1:  # jobs submitted before some job that precedes them in the file
         late = submit[1:] < np.maximum.accumulate(submit)[:-1]
         report.changed["unsorted_submit_time"] = int(late.sum())
-    kept = kept.iloc[order]
+    rows = rows[order]
 
-    requested = kept["requested_time"].to_numpy(dtype=np.float64)
+    def kept(name: str) -> np.ndarray:
+        """The kept jobs' values of column ``name``, in submission order."""
+        return np.asarray(jobs[name].to_numpy()[rows])
+
+    requested = kept("requested_time").astype(np.float64)
     known = requested > 0
     walltime = requested.copy()
     report.changed["missing_requested_time"] = int((~known).sum())
@@ -184,12 +196,12 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
         walltime[~known] = requested[known].max()
     else:
         walltime[:] = -1.0
-    delays = kept["run_time"].to_numpy(dtype=np.float64)
+    delays = kept("run_time").astype(np.float64)
     raise_mask = (walltime > 0) & (delays >= walltime)
     report.changed["walltime_raised"] = int(raise_mask.sum())
     walltime[raise_mask] = delays[raise_mask] + 1.0
-    report.kept_jobs = len(kept)
-    if not len(kept):  # nothing to simulate: a workload of no jobs is no experiment
+    report.kept_jobs = len(rows)
+    if not len(rows):  # nothing to simulate: a workload of no jobs is no experiment
         dropped = sum(report.dropped.values())
         raise SwfError(
             trace.path,
@@ -198,27 +210,28 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
             f"{report.skipped_lines} malformed lines skipped)",
         )
 
-    first_submit = float(kept["submit_time"].iloc[0]) if len(kept) else 0.0
-    subtimes = kept["submit_time"].to_numpy(dtype=np.float64) - first_submit
+    submit_times = kept("submit_time")
+    first_submit = float(submit_times[0])
+    subtimes = submit_times.astype(np.float64) - first_submit
 
     # whole columns at once (:func:`_numbers`): the same values as :func:`_number` per job, in
     # a fraction of the time
     delay_numbers = _numbers(delays)
     profiles: dict[str, dict[str, Any]] = {}
     profile_names: list[str] = []
+    names: dict[int | float, str] = {}  # one name object per profile, not one per job
     for number in delay_numbers:
-        name = f"delay_{number}"
-        if name not in profiles:
+        name = names.get(number)  # whole numbers are ints here: 5 and 5.0 do not both occur
+        if name is None:
+            name = names[number] = f"delay_{number}"
             profiles[name] = {"type": "delay", "delay": number}
         profile_names.append(name)
 
-    ids = [int(v) for v in kept[KEPT_FIELDS["swf_job"]].to_numpy().tolist()]
+    ids = [int(v) for v in kept(KEPT_FIELDS["swf_job"]).tolist()]
     others = [
-        (key, _numbers(kept[column].to_numpy()))
-        for key, column in KEPT_FIELDS.items()
-        if key != "swf_job"
+        (key, _numbers(kept(column))) for key, column in KEPT_FIELDS.items() if key != "swf_job"
     ]
-    res = kept["res"].to_numpy().tolist()
+    res = processors[rows].astype(np.int64).tolist()
     subtime_numbers = _numbers(subtimes)
     has_walltime = (walltime > 0).tolist()
     walltime_numbers = _numbers(walltime)
@@ -266,7 +279,7 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
         ]
         return _workload(trace, size, first_submit, report, job_list, profiles)
     job_list = []
-    for i in range(len(kept)):
+    for i in range(len(rows)):
         job: dict[str, Any] = {
             "id": ids[i],
             "subtime": subtime_numbers[i],

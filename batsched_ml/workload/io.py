@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from batsched_ml.errors import UserError
-from batsched_ml.gc_control import collector_paused
+from batsched_ml.gc_control import collector_paused, release_freed_memory
 from batsched_ml.workload.convert import BatsimWorkload, convert_trace
 from batsched_ml.workload.platform import write_platform
 from batsched_ml.workload.swf import read_swf
@@ -28,7 +28,9 @@ def load_workload(path: str | Path, *, lenient: bool = False) -> dict[str, Any]:
     path = Path(path)
     if is_swf(path):
         with collector_paused():
-            return convert_trace(read_swf(path, lenient=lenient)).data
+            data = convert_trace(read_swf(path, lenient=lenient)).data
+        release_freed_memory()  # the trace's text and columns
+        return data
     try:
         text = path.read_text()
         with collector_paused():

@@ -280,7 +280,8 @@ def _parse_numbers(data_lines: list[str]) -> pd.DataFrame:
     if not data_lines:
         return pd.DataFrame({name: pd.Series(dtype="float64") for name in SWF_FIELDS})
     frame = pd.read_csv(
-        io.StringIO("\n".join(data_lines)),
+        # as bytes: a StringIO holds four bytes a character (the load's peak memory)
+        io.BytesIO("\n".join(data_lines).encode()),
         sep=r"\s+",
         header=None,
         names=list(SWF_FIELDS),
