@@ -370,6 +370,9 @@ def test_every_shipped_campaign_file_loads_and_names_each_run_once(path: Path) -
     assert campaign.runs and len(set(folders)) == len(folders)
     for spec in campaign.runs[:: max(1, len(campaign.runs) // 20)]:
         spec.config()  # a valid run configuration
+    # read in a terminal and in a diff: every line, comments included, under 100 columns
+    wide = [n for n, line in enumerate(path.read_text().splitlines(), 1) if len(line) >= 100]
+    assert not wide, f"{path.name}: lines {wide} have 100 columns or more"
 
 
 def test_paper_results_says_which_replays_failed_and_writes_no_page(tmp_path, capsys) -> None:
