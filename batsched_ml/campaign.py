@@ -523,13 +523,26 @@ def _client(campaign: Campaign, scratch: str):
     if campaign.scheduler:
         return Client(campaign.scheduler), None
     workers = campaign.workers or os.cpu_count() or 1
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        local_directory=scratch,  # Dask's lock files go with the campaign, not into /tmp
-    )
+    # the worker processes read Dask's logging levels from the environment they start with:
+    # without this, a worker whose heartbeat meets the scheduler already closed at the end of
+    # a campaign printed an ERROR and two tracebacks after every run had succeeded (a known
+    # race of distributed's shutdown); a run's own failure is in its row of the results
+    key = "DASK_LOGGING__DISTRIBUTED"
+    before = os.environ.get(key)
+    os.environ[key] = "critical"
+    try:
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            local_directory=scratch,  # Dask's lock files go with the campaign, not into /tmp
+        )
+    finally:
+        if before is None:
+            del os.environ[key]
+        else:
+            os.environ[key] = before
     return Client(cluster), cluster
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -292,6 +293,37 @@ workers = 2
         ("classification-idempotent", "fcfs-classification-idempotent"),
         ("classification-idempotent", "fcfs-classification-idempotent-seed3"),
     ]
+
+
+def _worker_log_level() -> int:
+    import logging
+
+    return logging.getLogger("distributed.worker").getEffectiveLevel()
+
+
+def test_local_workers_keep_dask_s_shutdown_noise_off_the_terminal(tmp_path, monkeypatch) -> None:
+    """A campaign's local workers start with distributed's loggers at CRITICAL (a heartbeat
+    meeting the closed scheduler at the end printed an ERROR and tracebacks after a
+    successful campaign); the environment is left as it was."""
+    import logging
+
+    from batsched_ml.campaign import _client
+
+    monkeypatch.delenv("DASK_LOGGING__DISTRIBUTED", raising=False)
+    small_trace(tmp_path / "traces")
+    config = write(
+        tmp_path / "c.toml",
+        '[campaign]\noutput = "out"\ntrace_dir = "traces"\ntraces = ["t"]\n'
+        'policies = ["fcfs"]\nvariants = ["base"]\n\n[dask]\nworkers = 1\n',
+    )
+    (tmp_path / "scratch").mkdir()
+    client, cluster = _client(load_campaign(config), str(tmp_path / "scratch"))
+    try:
+        assert client.submit(_worker_log_level, pure=False).result() == logging.CRITICAL
+    finally:
+        client.close()
+        cluster.close()
+    assert "DASK_LOGGING__DISTRIBUTED" not in os.environ
 
 
 def test_the_campaign_command_exits_non_zero_when_a_run_failed(tmp_path, capsys) -> None:
