@@ -4,6 +4,7 @@ time, so it cannot drift from ``batsched-ml --help``."""
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 PAGE = "cli.md"
@@ -48,4 +49,7 @@ def on_page_read_source(page: Any, config: Any, **kwargs: Any) -> str | None:
     from pathlib import Path
 
     readme = Path(config["docs_dir"]).parent / "README.md"
-    return readme.read_text().replace("](docs/", "](")
+    text = readme.read_text().replace("](docs/", "](")
+    # a link to a file of the repository outside docs/ (examples/README.md) has no page on the
+    # site: its text stays, naming the file
+    return re.sub(r"\[([^\]]+)\]\((?!https?:|#|[\w-]+\.md)([^)]+)\)", r"\1 (`\2`)", text)
