@@ -198,8 +198,17 @@ def test_float_texts_and_lookups_are_pandas_own() -> None:
     for predictions in (
         {f"w0!{i}": float(i) * 1.5 for i in range(0, 1000, 3)},
         {f"w0!{i}": float(i) for i in range(1000)},
-        {f"w0!{i}": i for i in range(1000)},  # ints: an int column, pandas' own way
+        {f"w0!{i}": i for i in range(1000)},  # ints: an int column
+        {f"w0!{i}": 3600 * i for i in range(0, 1000, 3)},  # ints, some ids missing: floats
+        {f"w0!{i}": 2**60 + i for i in range(0, 1000, 3)},  # beyond a float's integers
         {f"w0!{i}": (i if i % 2 else i / 2) for i in range(0, 1000, 7)},
+        {f"w0!{i}": (i if i % 2 else i / 2) for i in range(1000)},
+        {f"w0!{i}": 2**63 + i for i in range(1000)},  # beyond int64: pandas' own way
+        {f"w0!{i}": bool(i % 2) for i in range(1000)},  # bools: pandas' own way
+        {f"w0!{i}": np.float64(i) for i in range(1000)},  # numpy numbers: pandas' own way
+        {"w0!3": 7},
         {},
     ):
-        pd.testing.assert_series_equal(_mapped(ids, predictions), ids.map(predictions))
+        mapped = _mapped(ids, predictions)
+        pd.testing.assert_series_equal(mapped, ids.map(predictions))
+        assert mapped.dtype == ids.map(predictions).dtype
