@@ -118,19 +118,12 @@ def _number(value: float) -> int | float:
 
 
 def _numbers(values: np.ndarray) -> list[int | float]:
-    """:func:`_number` of every element of a numeric array, as a list; equal numbers are one
-    object (a trace's users, queues, statuses and limits repeat: one number object per job and
-    field was a tenth of a loaded workload's memory)."""
+    """:func:`_number` of every element of a numeric array, as a list."""
     if values.dtype.kind in "iu":
-        numbers: list[int | float] = values.tolist()  # Python ints, as int() of each element
-    else:
-        floats = values.astype(np.float64)
-        whole = (np.isfinite(floats) & (np.floor(floats) == floats)).tolist()
-        numbers = [int(v) if w else v for v, w in zip(floats.tolist(), whole, strict=True)]
-    # whole numbers are ints here and the floats left are not whole (so never -0.0): equal
-    # numbers are the same value of the same type
-    shared: dict[int | float, int | float] = {}
-    return [shared.setdefault(v, v) for v in numbers]
+        return values.tolist()  # Python ints, as int() of each element
+    floats = values.astype(np.float64)
+    whole = (np.isfinite(floats) & (np.floor(floats) == floats)).tolist()
+    return [int(v) if w else v for v, w in zip(floats.tolist(), whole, strict=True)]
 
 
 def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> BatsimWorkload:
