@@ -82,11 +82,17 @@ def read_figure_columns(path: Path) -> pd.DataFrame:
     return read_jobs_csv(path, columns=FIGURE_COLUMNS)
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` atomically: a reader sees the old file or the whole new one."""
+def write_text(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` atomically: a reader sees the old file or the whole new one. ``text``
+    may come in parts (an iterable of strings, written one after the other), so that a large
+    table is never one string in memory."""
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="") as handle:
-        handle.write(text)
+        if isinstance(text, str):
+            handle.write(text)
+        else:
+            for part in text:
+                handle.write(part)
     tmp.replace(path)
 
 
@@ -283,12 +289,13 @@ def write_table_csv(path: Path, table: pd.DataFrame, *, rows_per_part: int = 50_
     """Write ``table.to_csv(index=False)``'s text to ``path`` (atomically), formatted and
     written ``rows_per_part`` rows at a time: the text of each cell of a whole table at once
     was the largest step of a replay's memory (60 MiB for HPC2N's ``predictions.csv``)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as handle:
-        for start in range(0, max(len(table), 1), rows_per_part):
-            part = table.iloc[start : start + rows_per_part]
-            handle.write(_table_csv(part, header=start == 0))
-    tmp.replace(path)
+    write_text(
+        path,
+        (
+            _table_csv(table.iloc[start : start + rows_per_part], header=start == 0)
+            for start in range(0, max(len(table), 1), rows_per_part)
+        ),
+    )
 
 
 def _table_csv(table: pd.DataFrame, *, header: bool = True) -> str:

@@ -7,6 +7,7 @@ for rejected jobs, ``consumed_energy`` -1 (no energy plugin) and ``metadata`` al
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 from procset import ProcSet
 
 from batsched_ml.alloc import intervals_of
+from batsched_ml.outputs import write_text
 
 JOBS_CSV_COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -219,10 +221,11 @@ def write_jobs_csv(path: str | Path, rows: list[str], *, rows_per_part: int = 50
     """Write the header and ``rows`` (atomically: a temporary file renamed into place), a part
     at a time: the whole table as one text, and its encoded copy, were the largest step of a
     replay's memory (two copies of 33 MiB for HPC2N)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as out:
-        out.write(HEADER + "\n")
-        for start in range(0, len(rows), rows_per_part):
-            out.write("\n".join(rows[start : start + rows_per_part]) + "\n")
-    tmp.replace(path)
+    write_text(Path(path), _table_parts(rows, rows_per_part))
+
+
+def _table_parts(rows: list[str], rows_per_part: int) -> Iterator[str]:
+    yield HEADER + "\n"
+    for start in range(0, len(rows), rows_per_part):
+        yield "\n".join(rows[start : start + rows_per_part])
+        yield "\n"  # after the part, not appended to it: no copy of the part
