@@ -1,5 +1,6 @@
 """The compiled parts, built from source at install: the SimGrid kernel
-(``batsched_ml.sim._ckernel``), the forest's walk (``batsched_ml.predict._cforest``) and the
+(``batsched_ml.sim._ckernel``), the replay engine of FCFS-EASY base runs
+(``batsched_ml.sim._creplay``), the forest's walk (``batsched_ml.predict._cforest``) and the
 forest's grower (``batsched_ml.predict._cgrow``).
 
 Everything else about the package is in pyproject.toml. The extensions are optional: without a
@@ -31,6 +32,7 @@ def extension(name: str, source: str) -> Extension:
 setup(
     ext_modules=[
         extension("batsched_ml.sim._ckernel", "batsched_ml/sim/_ckernel.c"),
+        extension("batsched_ml.sim._creplay", "batsched_ml/sim/_creplay.c"),
         extension("batsched_ml.predict._cforest", "batsched_ml/predict/_cforest.c"),
         extension("batsched_ml.predict._cgrow", "batsched_ml/predict/_cgrow.c"),
     ]

@@ -987,7 +987,7 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
         return 2, exc.line
     except SystemExit as exc:  # --help, --version
         return (exc.code if isinstance(exc.code, int) else 0), None
-    from batsched_ml.transport import TransportError
+    from batsched_ml.errors import TransportError
 
     try:
         with _stop_signals():

@@ -15,6 +15,11 @@ class UserError(Exception):
     message names it."""
 
 
+class TransportError(RuntimeError):
+    """The peer went silent, or the connection failed (:mod:`batsched_ml.transport`; here so
+    that the command line catches it without importing ZeroMQ for every command): exit 1."""
+
+
 class ConfigError(UserError, ValueError):
     """A setting that cannot be used: unknown name, wrong type, value out of range, or two
     settings that do not go together."""

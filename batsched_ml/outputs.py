@@ -157,7 +157,7 @@ def write_replay(
     skipped = (workload.get("cleaning") or {}).get("skipped_lines")
     if skipped:  # --lenient: the malformed lines left out of the trace
         summary["skipped_lines"] = skipped
-    timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1)}
+    timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1), "engine": result.engine}
     if run_id is not None:
         timing = {"run_id": run_id, **timing}
     from batsched_ml.replaying import MeasuredPredictor
@@ -177,7 +177,8 @@ def write_replay(
             predictor.name,
             jobs,
             out,
-            seconds=predictor.seconds,
+            # the compiled engine predicts inside its loop: no time of its own to report
+            seconds=predictor.seconds if result.engine == "python" else None,
             timing=timing,
         )
     if hasattr(scheduler, "records"):  # a classifying scheduler

@@ -174,6 +174,10 @@ class ReplayResult:
     workload_jobs: int = 0  # the workload's jobs (``len(workload["jobs"])``)
     summary: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0  # wall time of the replay (a measurement: timing.json, not summary)
+    #: what ran the event loop: ``"python"`` (the simulator and the scheduler objects) or
+    #: ``"compiled"`` (:mod:`batsched_ml.compiled_replay`, the same files; the scheduler
+    #: object then only holds what the files need: its rejections and predictions)
+    engine: str = "python"
 
 
 class MeasuredPredictor:
@@ -290,6 +294,10 @@ def run_replay(
     path) the scheduler is served over ZeroMQ in a thread and the simulator talks to it as Batsim
     would; otherwise they talk in process."""
     scheduler = make_scheduler(config, calendar=calendar_of(workload), trainer=trainer, audit=audit)
+    if zmq_endpoint is None and on_reply is None and not audit:
+        result = _run_compiled(workload, config, scheduler, progress)
+        if result is not None:
+            return result
     frozen = contextlib.ExitStack()
     with collector_paused():
         sim = make_simulator(workload, config)
@@ -314,6 +322,41 @@ def run_replay(
     result = ReplayResult(
         sim.rows, messages, scheduler, described, config, len(workload.get("jobs", []))
     )
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _run_compiled(
+    workload: dict[str, Any],
+    config: ReplayConfig,
+    scheduler: BatchScheduler,
+    progress: Callable[[int], None] | None,
+) -> ReplayResult | None:
+    """The replay by the compiled engine when it takes this run and workload
+    (:mod:`batsched_ml.compiled_replay`), else ``None``."""
+    from batsched_ml import compiled_replay
+
+    if not compiled_replay.eligible(config):
+        return None
+    module = compiled_replay.engine()
+    if module is None:
+        return None
+    started = time.perf_counter()
+    out = compiled_replay.replay(
+        workload, module, backfilling=config.backfilling, progress=progress
+    )
+    if out is None:
+        return None
+    rows, messages, rejected, predictions = out
+    scheduler.rejected = rejected
+    predictor = scheduler.predictor
+    assert isinstance(predictor, MeasuredPredictor)
+    predictor.predictions = predictions
+    described = {key: value for key, value in workload.items() if key not in ("jobs", "profiles")}
+    result = ReplayResult(
+        rows, messages, scheduler, described, config, len(workload.get("jobs", []))
+    )
+    result.engine = "compiled"
     result.seconds = time.perf_counter() - started
     return result
 

@@ -12,13 +12,10 @@ from collections.abc import Callable
 
 import zmq
 
+from batsched_ml.errors import TransportError
 from batsched_ml.protocol.codec import dump_message, parse_message
 from batsched_ml.protocol.events import Message, SimulationEnds
 from batsched_ml.sim.simulator import BatsimSimulator
-
-
-class TransportError(RuntimeError):
-    """The peer went silent, or the connection failed."""
 
 
 def _receive(socket: zmq.Socket, timeout: float | None, waiting_for: str) -> bytes:
