@@ -13,16 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batsched_ml import registry
 from batsched_ml.errors import ConfigError
 from batsched_ml.gc_control import alive_frozen, collector_paused
-from batsched_ml.predict.forest import ForestParams
-from batsched_ml.predict.training import InProcessTrainer, Trainer
+from batsched_ml.predict.params import ForestParams
 from batsched_ml.protocol.events import Message
-from batsched_ml.scheduler.classified import NOT_OPTIONS as CLASSIFIER_NOT_OPTIONS
-from batsched_ml.scheduler.classified import Classifier, ClassifyingScheduler
 from batsched_ml.scheduler.core import BatchScheduler
 from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.dispatchers import PLANNERS as PLANNERS  # benchmarks patch it
@@ -35,7 +32,10 @@ from batsched_ml.scheduler.predictors import (
     predictor_class,
     predictor_kwargs,
 )
-from batsched_ml.sim.simulator import BatsimSimulator
+
+if TYPE_CHECKING:  # imported where used: a FCFS-EASY replay by the compiled engine needs neither
+    from batsched_ml.predict.training import Trainer
+    from batsched_ml.sim.simulator import BatsimSimulator
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,9 @@ class ReplayConfig:
         """The classifier's options (:class:`~batsched_ml.scheduler.classified.Classifier`),
         typed; ``divider_quantile`` goes to the forest's parameters too (the trainer computes
         the divider)."""
+        from batsched_ml.scheduler.classified import NOT_OPTIONS as CLASSIFIER_NOT_OPTIONS
+        from batsched_ml.scheduler.classified import Classifier
+
         if not self.classified:
             raise ConfigError(
                 f"--classifier-option goes with the classified variants, not {self.variant}"
@@ -234,6 +237,9 @@ def make_scheduler(
     policy = order_for(config.dispatcher) or config.policy
     correction = get_correction(config.correction)
     if config.classified:
+        from batsched_ml.predict.training import InProcessTrainer
+        from batsched_ml.scheduler.classified import ClassifyingScheduler
+
         if trainer is None:
             params = config.forest
             if config.variant == "class-clairvoyant":  # the true class needs no model
@@ -272,6 +278,8 @@ def calendar_of(workload: dict[str, Any]) -> dict[str, Any]:
 def make_simulator(workload: dict[str, Any], config: ReplayConfig) -> BatsimSimulator:
     """The embedded Batsim, with dynamic jobs (acknowledged) on for the classified variants, as
     real Batsim must be started for them."""
+    from batsched_ml.sim.simulator import BatsimSimulator
+
     hosts = [f"host{i}" for i in range(int(workload["nb_res"]))]
     dynamic = config.classified
     return BatsimSimulator(

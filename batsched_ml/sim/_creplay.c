@@ -44,6 +44,9 @@ static double TIMING_PRECISION;
 static double WORK_PRECISION;
 static double COMM_RATE;
 static const double NO_WALLTIME_ESTIMATE = 86400.0; /* predictors.DAY */
+/* the keys the loader reads, made once (PyDict_GetItemString makes a string per call) */
+static PyObject *KEY_ID, *KEY_SUBTIME, *KEY_RES, *KEY_WALLTIME, *KEY_PROFILE, *KEY_TYPE,
+    *KEY_DELAY;
 
 /* --- jobs --------------------------------------------------------------------------------- */
 
@@ -539,6 +542,46 @@ append_row(Engine *E, size_t len)
     return failed;
 }
 
+#define PUT_LITERAL(at, text) put((at), (text), sizeof(text) - 1)
+
+/* Append text to the row being written (room was reserved). */
+static inline char *
+put(char *at, const char *text, size_t len)
+{
+    memcpy(at, text, len);
+    return at + len;
+}
+
+static char *
+put_long(char *at, long long value)
+{
+    char digits[24];
+    int n = 0;
+    unsigned long long v = value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (value < 0)
+        *at++ = '-';
+    while (n)
+        *at++ = digits[--n];
+    return at;
+}
+
+/* A double as C's (and Python's) "%.6f": an integer below 2**53 (not -0.0) is its exact
+   decimal and ".000000", written here; anything else goes through snprintf. */
+static char *
+put_fixed6(char *at, double value)
+{
+    if (value == floor(value) && fabs(value) < 9007199254740992.0 &&
+        !(value == 0 && signbit(value))) {
+        at = put_long(at, (long long)value);
+        return PUT_LITERAL(at, ".000000");
+    }
+    return at + snprintf(at, 360, "%.6f", value); /* %.6f of a double: at most 317 + 7 */
+}
+
 static int
 finished_row(Engine *E, Job *job)
 {
@@ -550,34 +593,39 @@ finished_row(Engine *E, Job *job)
         runtime = 1e-5L;
     long double completion = start + runtime;
     long double turnaround = completion - sub;
-    const char *state = job->walltime_reached ? "COMPLETED_WALLTIME_REACHED"
-                                              : "COMPLETED_SUCCESSFULLY";
-    size_t names = strlen(job->name_utf8) + strlen(job->profile_utf8);
-    size_t need = names + 400 + (size_t)job->nruns * 24;
-    if (reserve_buf(E, need) < 0)
+    size_t name = strlen(job->name_utf8), profile = strlen(job->profile_utf8);
+    if (reserve_buf(E, name + profile + 8 * 400 + (size_t)job->nruns * 24) < 0)
         return -1;
-    int len = snprintf(E->buf, E->bufcap,
-                       "%s,w0,%s,%.6f,%ld,%.6f,%d,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,", job->name_utf8,
-                       job->profile_utf8, job->subtime, job->res,
-                       job->walltime >= 0 ? job->walltime : -1.0, !job->walltime_reached, state,
-                       job->start, (double)runtime, (double)completion, (double)(start - sub),
-                       (double)turnaround, (double)(turnaround / runtime));
-    if (len < 0 || (size_t)len >= E->bufcap) {
-        PyErr_SetString(PyExc_RuntimeError, "row too long (a bug of _creplay)");
-        return -1;
+    char *at = E->buf;
+    at = put(at, job->name_utf8, name);
+    at = PUT_LITERAL(at, ",w0,");
+    at = put(at, job->profile_utf8, profile);
+    *at++ = ',';
+    at = put_fixed6(at, job->subtime);
+    *at++ = ',';
+    at = put_long(at, job->res);
+    *at++ = ',';
+    at = put_fixed6(at, job->walltime >= 0 ? job->walltime : -1.0);
+    at = job->walltime_reached ? PUT_LITERAL(at, ",0,COMPLETED_WALLTIME_REACHED,")
+                               : PUT_LITERAL(at, ",1,COMPLETED_SUCCESSFULLY,");
+    double times[6] = {job->start,          (double)runtime,    (double)completion,
+                       (double)(start - sub), (double)turnaround, (double)(turnaround / runtime)};
+    for (int k = 0; k < 6; k++) {
+        at = put_fixed6(at, times[k]);
+        *at++ = ',';
     }
-    size_t at = (size_t)len;
     for (int r = 0; r < job->nruns; r++) {
         int low = job->runs[2 * r], high = job->runs[2 * r + 1];
-        int wrote = low == high ? snprintf(E->buf + at, E->bufcap - at, r ? " %d" : "%d", low)
-                                : snprintf(E->buf + at, E->bufcap - at, r ? " %d-%d" : "%d-%d",
-                                           low, high);
-        at += (size_t)wrote;
+        if (r)
+            *at++ = ' ';
+        at = put_long(at, low);
+        if (high != low) {
+            *at++ = '-';
+            at = put_long(at, high);
+        }
     }
-    static const char tail[] = ",-1.000000,\"\"";
-    memcpy(E->buf + at, tail, sizeof tail - 1);
-    at += sizeof tail - 1;
-    return append_row(E, at);
+    at = PUT_LITERAL(at, ",-1.000000,\"\"");
+    return append_row(E, (size_t)(at - E->buf));
 }
 
 static int
@@ -1293,11 +1341,13 @@ load(Engine *E, PyObject *jobs, PyObject *profiles)
             verdict = 0;
             break;
         }
-        PyObject *id = PyDict_GetItemString(obj, "id");
-        PyObject *subtime = PyDict_GetItemString(obj, "subtime");
-        PyObject *res = PyDict_GetItemString(obj, "res");
-        PyObject *walltime = PyDict_GetItemString(obj, "walltime");
-        PyObject *profile = PyDict_GetItemString(obj, "profile");
+        PyObject *id = PyDict_GetItemWithError(obj, KEY_ID);
+        PyObject *subtime = PyDict_GetItemWithError(obj, KEY_SUBTIME);
+        PyObject *res = PyDict_GetItemWithError(obj, KEY_RES);
+        PyObject *walltime = PyDict_GetItemWithError(obj, KEY_WALLTIME);
+        PyObject *profile = PyDict_GetItemWithError(obj, KEY_PROFILE);
+        if (PyErr_Occurred())
+            goto error;
         if (id == NULL || subtime == NULL || res == NULL || profile == NULL ||
             !PyUnicode_CheckExact(profile) || !PyLong_CheckExact(res) ||
             !(PyUnicode_CheckExact(id) || PyLong_CheckExact(id))) {
@@ -1363,8 +1413,10 @@ load(Engine *E, PyObject *jobs, PyObject *profiles)
             verdict = 0;
             break;
         }
-        PyObject *type = PyDict_Check(prof) ? PyDict_GetItemString(prof, "type") : NULL;
-        PyObject *delay = PyDict_Check(prof) ? PyDict_GetItemString(prof, "delay") : NULL;
+        PyObject *type = PyDict_Check(prof) ? PyDict_GetItemWithError(prof, KEY_TYPE) : NULL;
+        PyObject *delay = PyDict_Check(prof) ? PyDict_GetItemWithError(prof, KEY_DELAY) : NULL;
+        if (PyErr_Occurred())
+            goto error;
         if (type == NULL || delay == NULL || !PyUnicode_CheckExact(type) ||
             PyUnicode_CompareWithASCIIString(type, "delay") != 0 ||
             !as_double(delay, &job->delay) || !(job->delay > 0) || isinf(job->delay)) {
@@ -1503,6 +1555,16 @@ PyInit__creplay(void)
     TIMING_PRECISION = surf;
     WORK_PRECISION = maxmin * surf;
     COMM_RATE = rate;
+    struct {
+        PyObject **key;
+        const char *text;
+    } keys[] = {{&KEY_ID, "id"},           {&KEY_SUBTIME, "subtime"}, {&KEY_RES, "res"},
+                {&KEY_WALLTIME, "walltime"}, {&KEY_PROFILE, "profile"}, {&KEY_TYPE, "type"},
+                {&KEY_DELAY, "delay"}};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        if (*keys[k].key == NULL && (*keys[k].key = PyUnicode_InternFromString(keys[k].text)) == NULL)
+            return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
