@@ -36,6 +36,11 @@ prints them (``%f``) and read back; jobs.csv is computed from the clock in ``lon
 Batsim's ``export.cpp`` does.
 
 Invalid decisions raise :class:`InvalidDecision` naming the decision, where Batsim would abort.
+
+This module is also the reference of ``_creplay.c``, the compiled replay engine: its actors,
+their simcalls and their order transcribed to C together with the FCFS-EASY scheduler, which
+replays the runs :mod:`batsched_ml.compiled_replay` says it can, with the same files byte for
+byte (``tests/test_compiled_replay.py``). A change here is a change there.
 """
 
 from __future__ import annotations
