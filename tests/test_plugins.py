@@ -106,7 +106,7 @@ def fake_entry_points(monkeypatch) -> None:
     def entry_points(group: str) -> list[metadata.EntryPoint]:
         return [point for point in points if point.group == group]
 
-    monkeypatch.setattr(plugins.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(plugins, "_entry_points", entry_points)
 
 
 def test_plugins_load_by_entry_point_name(monkeypatch) -> None:
