@@ -1,0 +1,71 @@
+"""The compiled replay engine against its reference: the replay alone (``run_replay``, the
+workload already loaded), FCFS-EASY, with the engine and with the Python path (the simulator
+and the scheduler objects), in turn, median of ``--repeat``; the ratio, and whether both wrote
+the same rows.
+
+Usage::
+
+    python benchmarks/bench_compiled_replay.py                 # KTH-SP2 and full HPC2N
+    python benchmarks/bench_compiled_replay.py --traces RICC-2010-2 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from _common import KTH, TRACES, need
+
+from batsched_ml import compiled_replay
+from batsched_ml.replaying import ReplayConfig, ReplayResult, run_replay
+from batsched_ml.workload.io import load_workload
+
+
+def timed(workload: dict, python: bool) -> tuple[float, ReplayResult]:
+    engine = compiled_replay.engine
+    if python:
+        compiled_replay.engine = lambda: None  # type: ignore[assignment]
+    try:
+        started = time.perf_counter()
+        result = run_replay(workload, ReplayConfig())
+        return time.perf_counter() - started, result
+    finally:
+        compiled_replay.engine = engine  # type: ignore[assignment]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--traces", nargs="*", default=["KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln"]
+    )
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if compiled_replay.engine() is None:
+        raise SystemExit("the compiled replay engine is not built (pip install -e .)")
+    for name in args.traces:
+        path = KTH if KTH.name.startswith(name) else need(Path(TRACES) / f"{name}.swf.gz")
+        workload = load_workload(path)
+        compiled: list[float] = []
+        python: list[float] = []
+        same = True
+        for _ in range(args.repeat):
+            seconds, ours = timed(workload, python=False)
+            compiled.append(seconds)
+            seconds, theirs = timed(workload, python=True)
+            python.append(seconds)
+            assert ours.engine == "compiled" and theirs.engine == "python"
+            same = same and ours.rows == theirs.rows and ours.messages == theirs.messages
+            del ours, theirs
+        c, p = statistics.median(compiled), statistics.median(python)
+        jobs = len(workload["jobs"])
+        print(
+            f"{name}: {jobs:,} jobs; replay, median of {args.repeat}: compiled {c:.3f} s "
+            f"({1e6 * c / jobs:.1f} us/job), Python {p:.2f} s ({1e6 * p / jobs:.1f} us/job); "
+            f"Python / compiled {p / c:.1f}; rows {'identical' if same else 'DIFFERENT'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
