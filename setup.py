@@ -4,24 +4,44 @@
 forest's grower (``batsched_ml.predict._cgrow``).
 
 Everything else about the package is in pyproject.toml. The extensions are optional: without a
-C compiler the install goes on and their references run (``batsched_ml.sim.simgrid.Kernel``,
-``batsched_ml.predict.forest.FastForest.proba``, scikit-learn's ``RandomForestClassifier.fit``),
+C compiler the install goes on and their references run (``batsched_ml.sim.simgrid.Kernel``, the
+Python simulator with the scheduler, ``batsched_ml.predict.forest.FastForest.proba``,
+scikit-learn's ``RandomForestClassifier.fit``),
 which give the same results, more slowly (batsched_ml/compiled.py).
 """
 
-import hashlib
+import importlib.util
 from pathlib import Path
 
 from setuptools import Extension, setup
 
+ROOT = Path(__file__).resolve().parent
+
+
+def _compiled_helpers():
+    # batsched_ml/compiled.py by its path (it needs only the standard library): the digest rule
+    # the package checks its builds with, without importing the package and its dependencies
+    spec = importlib.util.spec_from_file_location(
+        "_batsched_ml_compiled", ROOT / "batsched_ml" / "compiled.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOURCE_DIGEST = _compiled_helpers().source_digest
+
 
 def extension(name: str, source: str) -> Extension:
-    # the module knows the source it was built from: batsched_ml.compiled does not use a build
-    # older than the .c beside it (an editable install that was not rebuilt)
-    digest = hashlib.sha256((Path(__file__).parent / source).read_bytes()).hexdigest()
+    # the module knows the source it was built from (the .c and the headers it includes from
+    # beside it): batsched_ml.compiled does not use a build older than them (an editable
+    # install that was not rebuilt)
+    digest = SOURCE_DIGEST(ROOT / source)
+    headers = [str(path.relative_to(ROOT)) for path in (ROOT / source).parent.glob("*.h")]
     return Extension(
         name,
         sources=[source],
+        depends=headers,
         define_macros=[("SOURCE_SHA256", f'"{digest}"')],
         # no fused multiply-add: SimGrid rounds the product and the difference apart
         extra_compile_args=["-O2", "-ffp-contract=off"],

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import re
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -37,6 +38,21 @@ def forced_python() -> bool:
     return os.environ.get(VARIABLE, "").strip().lower() == "python"
 
 
+_LOCAL_INCLUDE = re.compile(rb'^#include "([^"]+)"', re.MULTILINE)
+
+
+def source_digest(source: Path) -> str:
+    """The SHA-256 a compiled part is built with and checked against: its ``.c`` file's bytes,
+    then those of each header it includes from beside it (``#include "x.h"``, in that order),
+    so that a changed shared header (``sim/_simgrid_clock.h``) makes every build that uses it
+    stale. setup.py loads this module by its path (stdlib only) to stamp each build."""
+    text = source.read_bytes()
+    digest = hashlib.sha256(text)
+    for header in _LOCAL_INCLUDE.findall(text):
+        digest.update((source.parent / header.decode()).read_bytes())
+    return digest.hexdigest()
+
+
 def compiled_module(name: str, source: Path) -> ModuleType | None:
     """The extension module ``name`` if it is importable, built from ``source`` (when that file
     is there: an installed wheel has no ``.c``) and not turned off; else None."""
@@ -46,7 +62,7 @@ def compiled_module(name: str, source: Path) -> ModuleType | None:
         module = importlib.import_module(name)
     except ImportError:
         return None
-    digest = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else None
+    digest = source_digest(source) if source.is_file() else None
     if digest is not None and digest != getattr(module, "SOURCE_SHA256", None):
         warnings.warn(
             f"{name} was built from another {source.name}: rebuild it (pip install -e .); "

@@ -15,7 +15,6 @@ jobs).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import random
 import tracemalloc
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from batsched_ml import compiled_replay
+from batsched_ml import compiled, compiled_replay
 from batsched_ml.outputs import write_replay
 from batsched_ml.replaying import ReplayConfig, ReplayResult, run_replay
 from batsched_ml.sim import jobs_csv
@@ -42,7 +41,7 @@ def engine() -> Any:
     module = compiled_replay.engine()
     if module is None:
         pytest.skip("the compiled replay engine is not built in this install (or is turned off)")
-    assert hashlib.sha256(SOURCE.read_bytes()).hexdigest() == module.SOURCE_SHA256
+    assert compiled.source_digest(SOURCE) == module.SOURCE_SHA256
     return module
 
 
@@ -361,3 +360,17 @@ def test_a_replay_leaves_no_memory_behind(engine: Any, kth_workload: dict[str, A
     finally:
         tracemalloc.stop()
     assert after - before < 64 * 1024
+
+
+def test_a_changed_shared_header_makes_both_kernels_builds_stale(tmp_path: Path) -> None:
+    """Both compiled kernels include ``_simgrid_clock.h``: their digests (what a build is stamped
+    with and checked against) cover it, so an edited header is never run by an old build."""
+    folder = ROOT / "batsched_ml" / "sim"
+    for name in ("_ckernel.c", "_creplay.c", "_simgrid_clock.h"):
+        (tmp_path / name).write_bytes((folder / name).read_bytes())
+    before = [compiled.source_digest(tmp_path / name) for name in ("_ckernel.c", "_creplay.c")]
+    assert before == [compiled.source_digest(folder / n) for n in ("_ckernel.c", "_creplay.c")]
+    header = tmp_path / "_simgrid_clock.h"
+    header.write_text(header.read_text() + "\n/* changed */\n")
+    after = [compiled.source_digest(tmp_path / name) for name in ("_ckernel.c", "_creplay.c")]
+    assert after[0] != before[0] and after[1] != before[1]

@@ -5,7 +5,6 @@ same refusals of malformed arrays, and the switch that turns it off."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import shutil
@@ -29,7 +28,7 @@ def _cforest():
         pytest.skip("the compiled forest walk is not built in this install")
     from batsched_ml.predict import _cforest  # type: ignore[attr-defined]
 
-    if hashlib.sha256(SOURCE.read_bytes()).hexdigest() != _cforest.SOURCE_SHA256:
+    if compiled.source_digest(SOURCE) != _cforest.SOURCE_SHA256:
         pytest.skip("the compiled forest walk was built from another source")
     return _cforest
 

@@ -6,7 +6,6 @@ features, -0.0, a bootstrap sample without a class, the sort path and the bin pa
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import shutil
 import subprocess
@@ -33,7 +32,7 @@ def _cgrow():
     module = grow.grower()
     if module is None:
         pytest.skip("the compiled grower is not built in this install (or is turned off)")
-    assert hashlib.sha256(SOURCE.read_bytes()).hexdigest() == module.SOURCE_SHA256
+    assert compiled.source_digest(SOURCE) == module.SOURCE_SHA256
     return module
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import functools
 import gc
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 
 import batsched_ml.sim
+from batsched_ml import compiled
 from batsched_ml.sim import simgrid, simulator
 from batsched_ml.sim.loop import SerialFcfs, drive
 from batsched_ml.sim.simulator import BatsimSimulator
@@ -44,7 +44,7 @@ SOURCE = ROOT / "batsched_ml" / "sim" / "_ckernel.c"
 def _compiled_module() -> ModuleType | None:
     """The compiled kernel's module: the installed one if it was built from this source, else
     one built here from ``_ckernel.c``; None without a C compiler."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+    digest = compiled.source_digest(SOURCE)
     if _is_installed_build():
         from batsched_ml.sim import _ckernel  # type: ignore[attr-defined]
 
@@ -136,7 +136,7 @@ def _is_installed_build() -> bool:
         from batsched_ml.sim import _ckernel  # type: ignore[attr-defined]
     except ImportError:
         return False
-    return bool(hashlib.sha256(SOURCE.read_bytes()).hexdigest() == _ckernel.SOURCE_SHA256)
+    return bool(compiled.source_digest(SOURCE) == _ckernel.SOURCE_SHA256)
 
 
 def test_a_stale_build_is_not_used(monkeypatch) -> None:

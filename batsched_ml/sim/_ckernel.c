@@ -10,6 +10,9 @@
  * nearest, as in Python. The tests run every recording and the property tests with both
  * kernels; BATSCHED_ML_KERNEL=python forces the Python one.
  *
+ * The clock, the sleeps, the step and the mailboxes are _simgrid_clock.h's, which the compiled
+ * replay engine (_creplay.c) runs too.
+ *
  * Differences of representation only:
  * - every sleep is updated at every step (SimGrid's own rule; the Python kernel skips the
  *   durations above 2**14 s on a step below 2**-39 s, which leaves them unchanged anyway);
@@ -25,11 +28,9 @@
 #define SOURCE_SHA256 "" /* setup.py passes this file's SHA-256: a stale build is not used */
 #endif
 
-enum { K_SLEEP = 0, K_PUT = 1, K_GET = 2, K_CREATE = 3, K_KILL = 4, K_EXCHANGE = 5 };
+#include "_simgrid_clock.h" /* the clock, the sleeps and the step: shared with _creplay.c */
 
-static double TIMING_PRECISION;
-static double WORK_PRECISION;
-static double COMM_RATE;
+enum { K_SLEEP = 0, K_PUT = 1, K_GET = 2, K_CREATE = 3, K_KILL = 4, K_EXCHANGE = 5 };
 
 /* --- actors --------------------------------------------------------------------------- */
 
@@ -152,48 +153,6 @@ comm_free(Comm *comm)
     PyMem_Free(comm);
 }
 
-typedef struct {
-    Comm **items;
-    Py_ssize_t head, len, cap;
-} Box;
-
-static int
-box_push(Box *box, Comm *comm)
-{
-    if (box->len == box->cap) {
-        Py_ssize_t cap = box->cap ? 2 * box->cap : 8;
-        Comm **items = PyMem_Malloc(cap * sizeof(Comm *));
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < box->len; i++)
-            items[i] = box->items[(box->head + i) % box->cap];
-        PyMem_Free(box->items);
-        box->items = items;
-        box->cap = cap;
-        box->head = 0;
-    }
-    box->items[(box->head + box->len) % box->cap] = comm;
-    box->len++;
-    return 0;
-}
-
-static inline Comm *
-box_front(Box *box)
-{
-    return box->items[box->head];
-}
-
-static inline Comm *
-box_pop(Box *box)
-{
-    Comm *comm = box->items[box->head];
-    box->head = (box->head + 1) % box->cap;
-    box->len--;
-    return comm;
-}
-
 /* --- the kernel ----------------------------------------------------------------------- */
 
 typedef struct {
@@ -203,13 +162,9 @@ typedef struct {
     long long keys;
     PyObject *to_run;   /* list of actors */
     PyObject *boxnames; /* dict: mailbox name -> index in boxes */
-    Box *boxes;
+    Mailbox *boxes;
     Py_ssize_t nboxes;
-    /* the sleeps, sorted by remaining duration, lowest first (see simgrid.Kernel) */
-    double *ms;
-    long long *sleep_keys;
-    ActorObject **sleepers;
-    Py_ssize_t nsleeps, capsleeps;
+    SleepList sleeps; /* of ActorObject*, each holding a reference */
     Comm *comm; /* the transfer under way */
     /* the run iterator's state: the sub-round's actors, the next to run, their calls */
     PyObject *ran;
@@ -251,9 +206,9 @@ kernel_traverse(KernelObject *self, visitproc visit, void *arg)
     Py_VISIT(self->boxnames);
     Py_VISIT(self->ran);
     for (Py_ssize_t b = 0; b < self->nboxes; b++) {
-        Box *box = &self->boxes[b];
+        Mailbox *box = &self->boxes[b];
         for (Py_ssize_t i = 0; i < box->len; i++) {
-            Comm *comm = box->items[(box->head + i) % box->cap];
+            Comm *comm = mailbox_at(box, i);
             Py_VISIT(comm->payload);
             for (int w = 0; w < comm->nwaiting; w++)
                 Py_VISIT(comm->waiting[w]);
@@ -264,8 +219,8 @@ kernel_traverse(KernelObject *self, visitproc visit, void *arg)
         for (int w = 0; w < self->comm->nwaiting; w++)
             Py_VISIT(self->comm->waiting[w]);
     }
-    for (Py_ssize_t i = 0; i < self->nsleeps; i++)
-        Py_VISIT(self->sleepers[i]);
+    for (Py_ssize_t i = 0; i < self->sleeps.n; i++)
+        Py_VISIT((PyObject *)self->sleeps.sleepers[i]);
     for (Py_ssize_t i = 0; i < self->ncalls; i++) {
         Py_VISIT(self->call_actors[i]);
         Py_VISIT(self->calls[i]);
@@ -291,19 +246,19 @@ kernel_clear(KernelObject *self)
     Py_CLEAR(self->boxnames);
     Py_CLEAR(self->ran);
     for (Py_ssize_t b = 0; b < self->nboxes; b++) {
-        Box *box = &self->boxes[b];
+        Mailbox *box = &self->boxes[b];
         while (box->len)
-            comm_free(box_pop(box));
+            comm_free(mailbox_pop(box));
     }
     if (self->comm != NULL) {
         Comm *comm = self->comm;
         self->comm = NULL;
         comm_free(comm);
     }
-    Py_ssize_t n = self->nsleeps;
-    self->nsleeps = 0;
+    Py_ssize_t n = self->sleeps.n;
+    self->sleeps.n = 0;
     for (Py_ssize_t i = 0; i < n; i++)
-        Py_DECREF(self->sleepers[i]);
+        Py_DECREF((PyObject *)self->sleeps.sleepers[i]);
     clear_calls(self);
     return 0;
 }
@@ -318,9 +273,7 @@ kernel_dealloc(KernelObject *self)
     for (Py_ssize_t b = 0; b < self->nboxes; b++)
         PyMem_Free(self->boxes[b].items);
     PyMem_Free(self->boxes);
-    PyMem_Free(self->ms);
-    PyMem_Free(self->sleep_keys);
-    PyMem_Free(self->sleepers);
+    sleep_free(&self->sleeps);
     PyMem_Free(self->call_actors);
     PyMem_Free(self->calls);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -345,7 +298,7 @@ kernel_init(KernelObject *self, PyObject *args, PyObject *kwds)
 }
 
 /* The mailbox of that name, created if need be; NULL with an exception on failure. */
-static Box *
+static Mailbox *
 get_box(KernelObject *self, PyObject *name)
 {
     PyObject *index = PyDict_GetItemWithError(self->boxnames, name);
@@ -353,7 +306,7 @@ get_box(KernelObject *self, PyObject *name)
         return &self->boxes[PyLong_AsSsize_t(index)];
     if (PyErr_Occurred())
         return NULL;
-    Box *boxes = PyMem_Realloc(self->boxes, (self->nboxes + 1) * sizeof(Box));
+    Mailbox *boxes = PyMem_Realloc(self->boxes, (self->nboxes + 1) * sizeof(Mailbox));
     if (boxes == NULL) {
         PyErr_NoMemory();
         return NULL;
@@ -365,7 +318,7 @@ get_box(KernelObject *self, PyObject *name)
         return NULL;
     }
     Py_DECREF(index);
-    Box *box = &self->boxes[self->nboxes++];
+    Mailbox *box = &self->boxes[self->nboxes++];
     box->items = NULL;
     box->head = box->len = box->cap = 0;
     return box;
@@ -386,63 +339,20 @@ start_comm(KernelObject *self, Comm *comm)
 static int
 add_sleep(KernelObject *self, ActorObject *actor, double duration)
 {
-    if (self->nsleeps == self->capsleeps) {
-        Py_ssize_t cap = self->capsleeps ? 2 * self->capsleeps : 64;
-        double *ms = PyMem_Realloc(self->ms, cap * sizeof(double));
-        if (ms == NULL)
-            goto nomem;
-        self->ms = ms;
-        long long *keys = PyMem_Realloc(self->sleep_keys, cap * sizeof(long long));
-        if (keys == NULL)
-            goto nomem;
-        self->sleep_keys = keys;
-        ActorObject **sleepers = PyMem_Realloc(self->sleepers, cap * sizeof(ActorObject *));
-        if (sleepers == NULL)
-            goto nomem;
-        self->sleepers = sleepers;
-        self->capsleeps = cap;
-    }
-    /* bisect_right: after the equal ones */
-    Py_ssize_t lo = 0, hi = self->nsleeps;
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (duration < self->ms[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    Py_ssize_t tail = self->nsleeps - lo;
-    memmove(self->ms + lo + 1, self->ms + lo, tail * sizeof(double));
-    memmove(self->sleep_keys + lo + 1, self->sleep_keys + lo, tail * sizeof(long long));
-    memmove(self->sleepers + lo + 1, self->sleepers + lo, tail * sizeof(ActorObject *));
-    self->ms[lo] = duration;
-    self->sleep_keys[lo] = self->keys++;
+    if (sleep_add(&self->sleeps, actor, duration, self->keys) < 0)
+        return -1;
+    self->keys++;
     Py_INCREF(actor);
-    self->sleepers[lo] = actor;
-    self->nsleeps++;
     actor->sleeping = 1;
     return 0;
-nomem:
-    PyErr_NoMemory();
-    return -1;
-}
-
-static void
-remove_sleeps(KernelObject *self, Py_ssize_t at, Py_ssize_t count)
-{
-    Py_ssize_t tail = self->nsleeps - at - count;
-    memmove(self->ms + at, self->ms + at + count, tail * sizeof(double));
-    memmove(self->sleep_keys + at, self->sleep_keys + at + count, tail * sizeof(long long));
-    memmove(self->sleepers + at, self->sleepers + at + count, tail * sizeof(ActorObject *));
-    self->nsleeps -= count;
 }
 
 static void
 cancel_sleep(KernelObject *self, ActorObject *actor)
 {
-    for (Py_ssize_t i = 0; i < self->nsleeps; i++) {
-        if (self->sleepers[i] == actor) {
-            remove_sleeps(self, i, 1);
+    for (Py_ssize_t i = 0; i < self->sleeps.n; i++) {
+        if (self->sleeps.sleepers[i] == actor) {
+            sleep_remove(&self->sleeps, i, 1);
             actor->sleeping = 0;
             Py_DECREF(actor);
             return;
@@ -463,87 +373,40 @@ end_comm(KernelObject *self, Comm *comm)
     return 0;
 }
 
-/* One step of the clock: 1 if it moved, 0 if nothing can happen any more, -1 on error. */
+/* An ended sleep: its actor runs in the next sub-round (the list's reference moves to to_run). */
+static int
+wake_sleeper(void *kernel, void *sleeper, int failed)
+{
+    KernelObject *self = kernel;
+    ActorObject *actor = sleeper;
+    actor->sleeping = 0;
+    set_answer(actor, NULL);
+    int error = !failed && PyList_Append(self->to_run, (PyObject *)actor) < 0;
+    Py_DECREF(actor);
+    return error ? -1 : 0;
+}
+
+static int
+end_transfer(void *kernel, int failed)
+{
+    KernelObject *self = kernel;
+    Comm *comm = self->comm;
+    self->comm = NULL;
+    (void)failed; /* its waiting actors are woken, or released with it */
+    return end_comm(self, comm);
+}
+
+/* One step of the clock (_simgrid_clock.h): 1 if it moved, 0 if nothing can happen any more,
+   -1 on error. */
 static int
 solve(KernelObject *self)
 {
     Comm *comm = self->comm;
-    double *ms = self->ms;
-    Py_ssize_t n = self->nsleeps;
-    double step;
-    if (comm != NULL) {
-        step = comm->remains > 0 ? comm->remains / COMM_RATE : 0.0;
-        if (n && ms[0] < step)
-            step = ms[0];
-    }
-    else if (n)
-        step = ms[0];
-    else
-        return 0;
-    self->steps++;
-    self->now += step;
-    Py_ssize_t done = 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        ms[i] = ms[i] - step; /* double_update, for every sleep */
-    while (done < n && ms[done] < TIMING_PRECISION)
-        done++; /* the sleeps this step ends: a prefix of the order */
-    int comm_ended = 0;
-    if (comm != NULL) {
-        double remains = comm->remains - COMM_RATE * step;
-        if (remains < WORK_PRECISION) {
-            self->comm = NULL;
-            comm_ended = 1;
-        }
-        else
-            comm->remains = remains;
-    }
-    if (done == 0) {
-        if (comm_ended)
-            return end_comm(self, comm) < 0 ? -1 : 1;
-        return 1;
-    }
-    /* handle_ended_actions: in the order the actions were created. The ended sleeps are
-       sorted by key (insertion sort: a handful at most), the transfer placed among them. */
-    long long *keys = PyMem_Malloc(done * sizeof(long long));
-    ActorObject **actors = PyMem_Malloc(done * sizeof(ActorObject *));
-    if (keys == NULL || actors == NULL) {
-        PyMem_Free(keys);
-        PyMem_Free(actors);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < done; i++) {
-        long long key = self->sleep_keys[i];
-        ActorObject *actor = self->sleepers[i];
-        Py_ssize_t j = i;
-        while (j > 0 && keys[j - 1] > key) {
-            keys[j] = keys[j - 1];
-            actors[j] = actors[j - 1];
-            j--;
-        }
-        keys[j] = key;
-        actors[j] = actor; /* the list's reference moves here */
-    }
-    remove_sleeps(self, 0, done);
-    int failed = 0;
-    for (Py_ssize_t i = 0; i < done; i++) {
-        if (comm_ended && comm->key < keys[i]) {
-            comm_ended = 0;
-            if (end_comm(self, comm) < 0)
-                failed = 1;
-        }
-        ActorObject *actor = actors[i];
-        actor->sleeping = 0;
-        set_answer(actor, NULL);
-        if (!failed && PyList_Append(self->to_run, (PyObject *)actor) < 0)
-            failed = 1;
-        Py_DECREF(actor);
-    }
-    if (comm_ended && end_comm(self, comm) < 0)
-        failed = 1;
-    PyMem_Free(keys);
-    PyMem_Free(actors);
-    return failed ? -1 : 1;
+    int moved = clock_solve(&self->now, &self->sleeps, comm != NULL ? &comm->remains : NULL,
+                            comm != NULL ? comm->key : 0, self, wake_sleeper, end_transfer);
+    if (moved == 1)
+        self->steps++;
+    return moved;
 }
 
 static int
@@ -589,12 +452,12 @@ handle_comm(KernelObject *self, ActorObject *actor, PyObject *call, int is_send)
 {
     if (PyTuple_GET_SIZE(call) < (is_send ? 3 : 2))
         return bad_call(actor, call);
-    Box *box = get_box(self, PyTuple_GET_ITEM(call, 1));
+    Mailbox *box = get_box(self, PyTuple_GET_ITEM(call, 1));
     if (box == NULL)
         return -1;
     Comm *comm;
-    if (box->len && box_front(box)->is_send != is_send) {
-        comm = box_pop(box);
+    if (box->len && ((Comm *)mailbox_at(box, 0))->is_send != is_send) {
+        comm = mailbox_pop(box);
         if (is_send) {
             PyObject *payload = PyTuple_GET_ITEM(call, 2);
             Py_INCREF(payload);
@@ -609,7 +472,7 @@ handle_comm(KernelObject *self, ActorObject *actor, PyObject *call, int is_send)
         comm = comm_new(is_send, is_send ? PyTuple_GET_ITEM(call, 2) : NULL);
         if (comm == NULL)
             return -1;
-        if (box_push(box, comm) < 0) {
+        if (mailbox_push(box, comm) < 0) {
             comm_free(comm);
             return -1;
         }
@@ -916,11 +779,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__ckernel(void)
 {
-    /* the precisions as Python computes them in simgrid.py, at run time in double */
-    volatile double surf = 1e-9, maxmin = 1e-5, rate = 1e12;
-    TIMING_PRECISION = surf;
-    WORK_PRECISION = maxmin * surf;
-    COMM_RATE = rate;
+    clock_constants();
     if (PyType_Ready(&ActorType) < 0 || PyType_Ready(&KernelType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

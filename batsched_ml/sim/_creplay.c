@@ -4,8 +4,9 @@
  *
  * It is a transcription, not a model: the references are batsched_ml/sim/simulator.py (Batsim's
  * actors: the static submitter, the server, one REQ-REP actor per message, one actor per job),
- * batsched_ml/sim/simgrid.py and _ckernel.c (SimGrid's scheduling rounds, clock and actions:
- * the same double operations in the same order, the same creation keys, the same ties),
+ * batsched_ml/sim/simgrid.py (SimGrid's scheduling rounds, here as in _ckernel.c; the clock, the
+ * sleeps, the step and the mailbox are _simgrid_clock.h's, the very code _ckernel.c runs: the
+ * same double operations in the same order, the same creation keys, the same ties),
  * batsched_ml/scheduler/core.py with easy.py (one EASY pass per message that brought a
  * submission or a completion, the queue in FCFS order, the lowest-numbered free machines) and
  * batsched_ml/sim/jobs_csv.py (each row from SimGrid's clock in long double, as Batsim's
@@ -40,9 +41,8 @@
 #define SOURCE_SHA256 "" /* setup.py passes this file's SHA-256: a stale build is not used */
 #endif
 
-static double TIMING_PRECISION;
-static double WORK_PRECISION;
-static double COMM_RATE;
+#include "_simgrid_clock.h" /* the clock, the sleeps and the step: shared with _ckernel.c */
+
 static const double NO_WALLTIME_ESTIMATE = 86400.0; /* predictors.DAY */
 /* the keys the loader reads, made once (PyDict_GetItemString makes a string per call) */
 static PyObject *KEY_ID, *KEY_SUBTIME, *KEY_RES, *KEY_WALLTIME, *KEY_PROFILE, *KEY_TYPE,
@@ -190,12 +190,8 @@ typedef struct {
     long long keys;
     Vec ran, to_run;       /* Actor* */
     Vec calls, call_actors; /* Call, Actor* */
-    Comm **box;            /* the server's mailbox, a ring */
-    Py_ssize_t box_head, box_len, box_cap;
-    double *ms;
-    long long *sleep_keys;
-    Actor **sleepers;
-    Py_ssize_t nsleeps, capsleeps;
+    Mailbox box; /* the server's, the only one Batsim's actors use */
+    SleepList sleeps; /* of Actor* */
     Comm *comm;
     Actor *living; /* the actors whose code is not over (freed when it is) */
     /* server (ServerData) */
@@ -266,37 +262,6 @@ free_actor(Engine *E, Actor *actor)
 }
 
 static int
-box_push(Engine *E, Comm *comm)
-{
-    if (E->box_len == E->box_cap) {
-        Py_ssize_t cap = E->box_cap ? 2 * E->box_cap : 16;
-        Comm **items = PyMem_Malloc(cap * sizeof(Comm *));
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < E->box_len; i++)
-            items[i] = E->box[(E->box_head + i) % E->box_cap];
-        PyMem_Free(E->box);
-        E->box = items;
-        E->box_cap = cap;
-        E->box_head = 0;
-    }
-    E->box[(E->box_head + E->box_len) % E->box_cap] = comm;
-    E->box_len++;
-    return 0;
-}
-
-static Comm *
-box_pop(Engine *E)
-{
-    Comm *comm = E->box[E->box_head];
-    E->box_head = (E->box_head + 1) % E->box_cap;
-    E->box_len--;
-    return comm;
-}
-
-static int
 start_comm(Engine *E, Comm *comm)
 {
     if (E->comm != NULL) {
@@ -306,47 +271,6 @@ start_comm(Engine *E, Comm *comm)
     comm->key = E->keys++;
     E->comm = comm;
     return 0;
-}
-
-static int
-add_sleep(Engine *E, Actor *actor, double duration)
-{
-    if (E->nsleeps == E->capsleeps) {
-        Py_ssize_t cap = E->capsleeps ? 2 * E->capsleeps : 64;
-        double *ms = PyMem_Realloc(E->ms, cap * sizeof(double));
-        if (ms == NULL)
-            goto nomem;
-        E->ms = ms;
-        long long *keys = PyMem_Realloc(E->sleep_keys, cap * sizeof(long long));
-        if (keys == NULL)
-            goto nomem;
-        E->sleep_keys = keys;
-        Actor **sleepers = PyMem_Realloc(E->sleepers, cap * sizeof(Actor *));
-        if (sleepers == NULL)
-            goto nomem;
-        E->sleepers = sleepers;
-        E->capsleeps = cap;
-    }
-    Py_ssize_t lo = 0, hi = E->nsleeps; /* bisect_right: after the equal ones */
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (duration < E->ms[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    Py_ssize_t tail = E->nsleeps - lo;
-    memmove(E->ms + lo + 1, E->ms + lo, tail * sizeof(double));
-    memmove(E->sleep_keys + lo + 1, E->sleep_keys + lo, tail * sizeof(long long));
-    memmove(E->sleepers + lo + 1, E->sleepers + lo, tail * sizeof(Actor *));
-    E->ms[lo] = duration;
-    E->sleep_keys[lo] = E->keys++;
-    E->sleepers[lo] = actor;
-    E->nsleeps++;
-    return 0;
-nomem:
-    PyErr_NoMemory();
-    return -1;
 }
 
 static int
@@ -367,91 +291,41 @@ end_comm(Engine *E, Comm *comm)
     return failed ? -1 : 0;
 }
 
-/* One step of the clock (_ckernel.c's solve): 1 if it moved, 0 if nothing can happen, -1. */
+static int
+wake_sleeper(void *kernel, void *sleeper, int failed)
+{
+    Payload none = {P_NONE, 0, 0};
+    return failed ? -1 : wake(kernel, sleeper, none);
+}
+
+static int
+end_transfer(void *kernel, int failed)
+{
+    Engine *E = kernel;
+    Comm *comm = E->comm;
+    E->comm = NULL;
+    if (failed) {
+        PyMem_Free(comm);
+        return -1;
+    }
+    return end_comm(E, comm);
+}
+
+/* One step of the clock (_simgrid_clock.h): 1 if it moved, 0 if nothing can happen, -1. */
 static int
 solve(Engine *E)
 {
     Comm *comm = E->comm;
-    double *ms = E->ms;
-    Py_ssize_t n = E->nsleeps;
-    double step;
-    if (comm != NULL) {
-        step = comm->remains > 0 ? comm->remains / COMM_RATE : 0.0;
-        if (n && ms[0] < step)
-            step = ms[0];
-    }
-    else if (n)
-        step = ms[0];
-    else
-        return 0;
-    E->now += step;
-    for (Py_ssize_t i = 0; i < n; i++)
-        ms[i] = ms[i] - step; /* double_update, for every sleep */
-    Py_ssize_t done = 0;
-    while (done < n && ms[done] < TIMING_PRECISION)
-        done++;
-    int comm_ended = 0;
-    if (comm != NULL) {
-        double remains = comm->remains - COMM_RATE * step;
-        if (remains < WORK_PRECISION) {
-            E->comm = NULL;
-            comm_ended = 1;
-        }
-        else
-            comm->remains = remains;
-    }
-    if (done == 0)
-        return comm_ended ? (end_comm(E, comm) < 0 ? -1 : 1) : 1;
-    /* handle_ended_actions: in the order the actions were created */
-    long long *keys = PyMem_Malloc(done * sizeof(long long));
-    Actor **actors = PyMem_Malloc(done * sizeof(Actor *));
-    if (keys == NULL || actors == NULL) {
-        PyMem_Free(keys);
-        PyMem_Free(actors);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < done; i++) {
-        long long key = E->sleep_keys[i];
-        Actor *actor = E->sleepers[i];
-        Py_ssize_t j = i;
-        while (j > 0 && keys[j - 1] > key) {
-            keys[j] = keys[j - 1];
-            actors[j] = actors[j - 1];
-            j--;
-        }
-        keys[j] = key;
-        actors[j] = actor;
-    }
-    Py_ssize_t tail = n - done;
-    memmove(E->ms, E->ms + done, tail * sizeof(double));
-    memmove(E->sleep_keys, E->sleep_keys + done, tail * sizeof(long long));
-    memmove(E->sleepers, E->sleepers + done, tail * sizeof(Actor *));
-    E->nsleeps = tail;
-    int failed = 0;
-    Payload none = {P_NONE, 0, 0};
-    for (Py_ssize_t i = 0; i < done; i++) {
-        if (comm_ended && comm->key < keys[i]) {
-            comm_ended = 0;
-            if (end_comm(E, comm) < 0)
-                failed = 1;
-        }
-        if (!failed && wake(E, actors[i], none) < 0)
-            failed = 1;
-    }
-    if (comm_ended && end_comm(E, comm) < 0)
-        failed = 1;
-    PyMem_Free(keys);
-    PyMem_Free(actors);
-    return failed ? -1 : 1;
+    return clock_solve(&E->now, &E->sleeps, comm != NULL ? &comm->remains : NULL,
+                       comm != NULL ? comm->key : 0, E, wake_sleeper, end_transfer);
 }
 
 static int
 handle_comm(Engine *E, Actor *actor, const Call *call, int is_send)
 {
     Comm *comm;
-    if (E->box_len && E->box[E->box_head]->is_send != is_send) {
-        comm = box_pop(E);
+    if (E->box.len && ((Comm *)mailbox_at(&E->box, 0))->is_send != is_send) {
+        comm = mailbox_pop(&E->box);
         if (is_send)
             comm->payload = call->payload;
         if (start_comm(E, comm) < 0)
@@ -468,7 +342,7 @@ handle_comm(Engine *E, Actor *actor, const Call *call, int is_send)
         comm->payload = is_send ? call->payload : (Payload){P_NONE, 0, 0};
         comm->remains = 1.0;
         comm->key = -1;
-        if (box_push(E, comm) < 0) {
+        if (mailbox_push(&E->box, comm) < 0) {
             PyMem_Free(comm);
             return -1;
         }
@@ -491,8 +365,9 @@ handle_calls(Engine *E)
                 return -1;
             break;
         case K_SLEEP:
-            if (add_sleep(E, actor, call->duration) < 0)
+            if (sleep_add(&E->sleeps, actor, call->duration, E->keys) < 0)
                 return -1;
+            E->keys++;
             break;
         case K_CREATE: { /* ActorImpl::start: appended to the run list, then the creator */
             Payload none = {P_NONE, 0, 0};
@@ -1123,7 +998,7 @@ step_actor(Engine *E, Actor *a, Call *call)
             return 0;
         }
     server_after:
-        if (E->sched_ready && !E->end_ack && E->box_len == 0) {
+        if (E->sched_ready && !E->end_ack && E->box.len == 0) {
             if (E->outbox.len) {
                 a->send_return = SV_LOOP;
                 a->pc = SV_SENT;
@@ -1455,13 +1330,11 @@ engine_free(Engine *E)
     PyMem_Free(E->to_run.items);
     PyMem_Free(E->calls.items);
     PyMem_Free(E->call_actors.items);
-    for (Py_ssize_t i = 0; i < E->box_len; i++)
-        PyMem_Free(E->box[(E->box_head + i) % E->box_cap]);
-    PyMem_Free(E->box);
+    while (E->box.len)
+        PyMem_Free(mailbox_pop(&E->box));
+    PyMem_Free(E->box.items);
     PyMem_Free(E->comm);
-    PyMem_Free(E->ms);
-    PyMem_Free(E->sleep_keys);
-    PyMem_Free(E->sleepers);
+    sleep_free(&E->sleeps);
     PyMem_Free(E->outbox.items);
     PyMem_Free(E->free);
     PyMem_Free(E->ends.items);
@@ -1550,11 +1423,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__creplay(void)
 {
-    /* the precisions as Python computes them in simgrid.py, at run time in double */
-    volatile double surf = 1e-9, maxmin = 1e-5, rate = 1e12;
-    TIMING_PRECISION = surf;
-    WORK_PRECISION = maxmin * surf;
-    COMM_RATE = rate;
+    clock_constants();
     struct {
         PyObject **key;
         const char *text;
