@@ -628,10 +628,9 @@ ends_insert(Vec *ends, End entry)
 }
 
 static int
-add_decision(Actor *reqrep, Vec *decisions, int type, double stamp, Py_ssize_t job)
+add_decision(Vec *decisions, int type, double stamp, Py_ssize_t job)
 {
     Decision d = {type, stamp, job};
-    (void)reqrep;
     return vec_push(decisions, &d, sizeof(Decision));
 }
 
@@ -715,7 +714,7 @@ schedule(Engine *E, double now, Vec *decisions)
         End entry = {now + job->est, job->seq, job->res, s};
         if (ends_insert(&E->ends, entry) < 0)
             return -1;
-        if (add_decision(NULL, decisions, D_EXECUTE, now, s) < 0)
+        if (add_decision(decisions, D_EXECUTE, now, s) < 0)
             return -1;
     }
     return 0;
@@ -744,7 +743,7 @@ scheduler_handle(Engine *E, Actor *reqrep)
                     goto fail;
                 }
                 Py_DECREF(id);
-                if (add_decision(reqrep, &decisions, D_REJECT, ev->stamp, ev->job) < 0)
+                if (add_decision(&decisions, D_REJECT, ev->stamp, ev->job) < 0)
                     goto fail;
                 break;
             }
@@ -808,7 +807,7 @@ fail:
 /* --- Batsim's actors (simulator.BatsimSimulator) ------------------------------------------------ */
 
 static int
-send_message(Engine *E, Actor *server, Call *call)
+send_message(Engine *E, Call *call)
 {
     /* generate_and_send_message: the pending events go to a new REQ-REP actor */
     Actor *reqrep = new_actor(E, A_REQREP);
@@ -821,7 +820,6 @@ send_message(Engine *E, Actor *server, Call *call)
     E->outbox.len = E->outbox.cap = 0;
     call->kind = K_CREATE;
     call->created = reqrep;
-    (void)server;
     return 0;
 }
 
@@ -972,7 +970,7 @@ step_actor(Engine *E, Actor *a, Call *call)
                 return -1;
             a->send_return = SV_LOOP;
             a->pc = SV_SENT;
-            return send_message(E, a, call) < 0 ? -1 : 1;
+            return send_message(E, call) < 0 ? -1 : 1;
         case SV_SENT: /* the REQ-REP actor is created: the message is sent */
             E->sched_ready = 0;
             E->live -= E->to_delete; /* jobs_to_be_deleted */
@@ -1002,14 +1000,14 @@ step_actor(Engine *E, Actor *a, Call *call)
             if (E->outbox.len) {
                 a->send_return = SV_LOOP;
                 a->pc = SV_SENT;
-                return send_message(E, a, call) < 0 ? -1 : 1;
+                return send_message(E, call) < 0 ? -1 : 1;
             }
             if (simulation_finished(E) && !E->end_sent) {
                 if (outbox_add(E, EV_ENDS, json_time(E->now), -1) < 0)
                     return -1;
                 a->send_return = SV_END_SENT;
                 a->pc = SV_SENT;
-                return send_message(E, a, call) < 0 ? -1 : 1;
+                return send_message(E, call) < 0 ? -1 : 1;
             }
         }
     server_loop:
