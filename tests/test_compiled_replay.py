@@ -217,6 +217,15 @@ def test_the_clock_drifts_in_the_random_workloads(engine: Any) -> None:
     assert drifted, "no start time away from a round value"
 
 
+def test_jobs_asking_no_machine_are_rejected_alike(engine: Any, tmp_path: Path) -> None:
+    workload = random_workload(9, 8, 60)
+    workload["jobs"][7]["res"] = 0
+    workload["jobs"][20]["res"] = -2
+    result = assert_same_replay(workload, ReplayConfig(), tmp_path)
+    ids = {str(workload["jobs"][k]["id"]) for k in (7, 20)}
+    assert {f"w0!{name}" for name in ids} <= set(result.scheduler.rejected)
+
+
 def test_empty_workload(engine: Any, tmp_path: Path) -> None:
     workload = {"nb_res": 4, "jobs": [], "profiles": {}}
     result = assert_same_replay(workload, ReplayConfig(), tmp_path)
