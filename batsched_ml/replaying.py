@@ -326,10 +326,22 @@ def run_replay(
             messages = _run_in_process(sim, handler, progress)
         else:
             messages = _run_over_zmq(sim, handler, zmq_endpoint)
+    return _result(sim.rows, messages, scheduler, workload, config, "python", started)
+
+
+def _result(
+    rows: list[str],
+    messages: int,
+    scheduler: BatchScheduler,
+    workload: dict[str, Any],
+    config: ReplayConfig,
+    engine: str,
+    started: float,
+) -> ReplayResult:
+    """A replay's result: the workload's description without its jobs (not kept alive)."""
     described = {key: value for key, value in workload.items() if key not in ("jobs", "profiles")}
-    result = ReplayResult(
-        sim.rows, messages, scheduler, described, config, len(workload.get("jobs", []))
-    )
+    jobs = len(workload.get("jobs", []))
+    result = ReplayResult(rows, messages, scheduler, described, config, jobs, engine=engine)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -360,13 +372,7 @@ def _run_compiled(
     predictor = scheduler.predictor
     assert isinstance(predictor, MeasuredPredictor)
     predictor.predictions = predictions
-    described = {key: value for key, value in workload.items() if key not in ("jobs", "profiles")}
-    result = ReplayResult(
-        rows, messages, scheduler, described, config, len(workload.get("jobs", []))
-    )
-    result.engine = "compiled"
-    result.seconds = time.perf_counter() - started
-    return result
+    return _result(rows, messages, scheduler, workload, config, "compiled", started)
 
 
 def _run_in_process(
