@@ -177,8 +177,9 @@ def write_replay(
             predictor.name,
             jobs,
             out,
-            # the compiled engine predicts inside its loop: no time of its own to report
-            seconds=predictor.seconds if result.engine == "python" else None,
+            # 0 for the compiled engine, whose prediction (the requested time) is a field it
+            # reads in its loop; None would read as "not run" on the related-work page
+            seconds=predictor.seconds,
             timing=timing,
         )
     if hasattr(scheduler, "records"):  # a classifying scheduler

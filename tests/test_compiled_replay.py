@@ -74,6 +74,7 @@ def assert_same_replay(
         assert ours[name] == theirs[name], name
     timing = json.loads((tmp_path / f"compiled{tag}" / "timing.json").read_text())
     assert timing["engine"] == "compiled"
+    assert timing["predict_us_per_job"] in (0.0, None)  # a field read in the loop (None: no job)
     return compiled
 
 
