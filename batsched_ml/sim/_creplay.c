@@ -57,6 +57,7 @@ typedef struct {
     PyObject *profile; /* obj["profile"], a str */
     PyObject *walltime_obj; /* the workload's walltime value (the prediction), NULL if none */
     const char *name_utf8, *profile_utf8;
+    size_t name_size, profile_size; /* their bytes, measured once at the load */
     double subtime, delay, walltime; /* walltime < 0: none */
     double est;                      /* the scheduler's estimate: the requested time */
     long res;
@@ -468,7 +469,7 @@ finished_row(Engine *E, Job *job)
         runtime = 1e-5L;
     long double completion = start + runtime;
     long double turnaround = completion - sub;
-    size_t name = strlen(job->name_utf8), profile = strlen(job->profile_utf8);
+    size_t name = job->name_size, profile = job->profile_size;
     if (reserve_buf(E, name + profile + 8 * 400 + (size_t)job->nruns * 24) < 0)
         return -1;
     char *at = E->buf;
@@ -506,7 +507,7 @@ finished_row(Engine *E, Job *job)
 static int
 rejected_row(Engine *E, Job *job)
 {
-    size_t need = strlen(job->name_utf8) + strlen(job->profile_utf8) + 200;
+    size_t need = job->name_size + job->profile_size + 200;
     if (reserve_buf(E, need) < 0)
         return -1;
     int len = snprintf(E->buf, E->bufcap, "%s,w0,%s,%.6f,%ld,%.6f,0,REJECTED,,,,,,,,,\"\"",
@@ -1247,8 +1248,10 @@ load(Engine *E, PyObject *jobs, PyObject *profiles)
             verdict = 0;
             break;
         }
-        if (strlen(job->name_utf8) != (size_t)name_size ||
-            strlen(job->profile_utf8) != (size_t)profile_size) {
+        job->name_size = (size_t)name_size;
+        job->profile_size = (size_t)profile_size;
+        if (strlen(job->name_utf8) != job->name_size ||
+            strlen(job->profile_utf8) != job->profile_size) {
             verdict = 0; /* a NUL inside */
             break;
         }
