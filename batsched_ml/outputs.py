@@ -350,19 +350,14 @@ def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
     from batsched_ml.metrics import classification_quality
     from batsched_ml.predict.features import FEATURE_NAMES
 
+    columns = ("job_id", "week", "divider", "predicted_small", "runtime", "attempts")
+    # built column by column: a list of a dict per job made pandas infer every row (an empty
+    # table as before: columns of objects, not of floats)
     records = pd.DataFrame(
-        [
-            {
-                "job_id": r.job_id,
-                "week": r.week,
-                "divider": r.divider,
-                "predicted_small": r.predicted_small,
-                "runtime": r.runtime,
-                "attempts": r.attempts,
-            }
-            for r in scheduler.records
-        ],
-        columns=["job_id", "week", "divider", "predicted_small", "runtime", "attempts"],
+        {name: [getattr(r, name) for r in scheduler.records] for name in columns}
+        if scheduler.records
+        else [],
+        columns=list(columns),
     )
     records.to_csv(out / CLASSIFICATION, index=False)
     weekly, overall = classification_quality(records)

@@ -45,6 +45,23 @@ def test_alive_objects_are_frozen_then_back() -> None:
         gc.unfreeze()
 
 
+def test_survivors_of_a_full_pass_are_frozen_inside() -> None:
+    """Inside, a full pass's survivors leave the later passes (frozen); young passes leave
+    them in; cyclic garbage made inside is still found; at exit nothing stays frozen."""
+    callbacks = list(gc.callbacks)
+    with alive_frozen():
+        at_entry = gc.get_freeze_count()
+        state = [[i] for i in range(5000)]  # a replay's growing state
+        gc.collect(0)
+        assert gc.get_freeze_count() == at_entry
+        cycle: list[object] = []
+        cycle.append(cycle)
+        del cycle
+        assert gc.collect() >= 1  # the full pass finds the cycle, then freezes the rest
+        assert gc.get_freeze_count() >= at_entry + len(state)
+    assert gc.get_freeze_count() == 0 and gc.callbacks == callbacks
+
+
 def _resident_mib() -> float:
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * 4096 / 2**20

@@ -73,3 +73,50 @@ def test_month_labels_are_strftime_s_formatted_once_per_month() -> None:
             stamps = stamps.dt.tz_convert(zone)
         expected = stamps.dt.strftime("%Y-%m")
         pd.testing.assert_series_equal(month_labels(submission, start, zone), expected)
+
+
+def test_logical_jobs_fold_attempts_in_final_order() -> None:
+    """Attempts given out of order: a job killed twice, a resubmission whose original row is
+    missing, a rejected job, a job killed for good; rows come in the order of a stable sort on
+    (killed, finish time), each with its original name, submission and wasted area."""
+    from batsched_ml.metrics import logical_jobs, read_jobs_csv
+
+    columns = (
+        "job_id,workload_name,submission_time,requested_number_of_resources,final_state,"
+        "starting_time,execution_time,finish_time\n"
+    )
+    rows = [
+        "1_r2,w0_resub,40,2,COMPLETED_SUCCESSFULLY,50,10,60",  # job 1's third attempt
+        "1,w0,0,2,COMPLETED_KILLED,5,10,15",
+        "2,w0,3,1,COMPLETED_SUCCESSFULLY,3,30,33",
+        "1_r1,w0_resub,15,2,COMPLETED_KILLED,20,5,25",
+        "3,w0,4,9,REJECTED,,,",
+        "7_r1,w0_resub,8,4,COMPLETED_SUCCESSFULLY,8,2,10",  # its original row is missing
+        "4,w1,1,3,COMPLETED_KILLED,2,6,8",  # killed, never resubmitted
+        "4_r1,w0_resub,33,1,COMPLETED_SUCCESSFULLY,33,27,60",  # w0's job 4, not w1's
+    ]
+    table = logical_jobs(read_jobs_csv(io.StringIO(columns + "\n".join(rows) + "\n")))
+    assert table["starting_time"].isna().tolist() == [False, True, False, False, False, False]
+    got = [
+        (
+            row.job_id,
+            row.workload_name,
+            row.submission_time,
+            row.starting_time,
+            row.finish_time,
+            row.attempts,
+            row.wasted_area,
+            row.waiting_time,
+        )
+        for row in table.fillna(-1.0).itertuples()
+    ]
+    assert got == [
+        ("4", "w1", 1.0, 2.0, 8.0, 1, 18.0, 1.0),  # killed: first, by finish time
+        ("3", "w0", 4.0, -1.0, -1.0, 1, 0.0, -1.0),  # rejected: finish -1 when sorted
+        ("7_r1", "w0_resub", 8.0, 8.0, 10.0, 1, 0.0, 0.0),
+        ("2", "w0", 3.0, 3.0, 33.0, 1, 0.0, 0.0),
+        ("1", "w0", 0.0, 50.0, 60.0, 3, 30.0, 50.0),  # 2 x 10 + 2 x 5 wasted
+        ("4_r1", "w0_resub", 33.0, 33.0, 60.0, 1, 0.0, 0.0),  # same finish: row order
+    ]
+    assert list(table.columns[8:10]) == ["attempts", "wasted_area"]
+    assert table["attempts"].dtype == np.int64 and table.index.equals(pd.RangeIndex(6))
