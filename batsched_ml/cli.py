@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -323,8 +323,6 @@ def _config(args: argparse.Namespace):
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from batsched_ml.outputs import write_replay
     from batsched_ml.replaying import run_replay
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
@@ -345,18 +343,14 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         workload = shake(workload, **shaking)
     folder = claim(args.output, identity, force=args.force)
     with folder.running():
-        total = len(workload["jobs"])
-        with tqdm(
-            total=total, unit="job", desc=f"{path.name} {config.policy}", disable=args.quiet
-        ) as bar:
-
-            def progress(done: int) -> None:
-                bar.update(done - bar.n)
-
-            with trainer_for(args, config, Path(args.output), folder.identity.as_dict()) as trainer:
-                result = run_replay(
-                    workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
-                )
+        label = f"{path.name} {config.policy}"
+        with (
+            _progress_bar(args.quiet, len(workload["jobs"]), label) as progress,
+            trainer_for(args, config, Path(args.output), folder.identity.as_dict()) as trainer,
+        ):
+            result = run_replay(
+                workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
+            )
         del workload  # its job objects are freed before the files are written (peak memory)
         summary = write_replay(result, args.output, run_id=folder.run_id)
     elapsed = time.perf_counter() - started
@@ -372,6 +366,23 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"skipped {summary['skipped_lines']:,} malformed line(s) of {path.name} (--lenient)")
     print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")
     return 0
+
+
+@contextlib.contextmanager
+def _progress_bar(quiet: bool, total: int, label: str) -> Iterator[Callable[[int], None] | None]:
+    """A bar counting finished jobs, and the callback that moves it; with ``--quiet``, neither
+    (``None``: tqdm is not even imported, a few hundredths of a second of a short replay)."""
+    if quiet:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="job", desc=label) as bar:
+
+        def progress(done: int) -> None:
+            bar.update(done - bar.n)
+
+        yield progress
 
 
 @contextlib.contextmanager
