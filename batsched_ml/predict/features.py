@@ -128,7 +128,8 @@ class Submission:
     """What the tracker remembers of a submitted job until it finishes."""
 
     seq: int
-    keys: tuple[tuple[int, float], tuple[int, int], tuple[int, int]]
+    #: the categories' keys: ("t", user, p̃), ("q", user, q), ("d", user, day)
+    keys: tuple[tuple[str, int, float], tuple[str, int, int], tuple[str, int, int]]
     features: list[float]
 
 
@@ -182,13 +183,13 @@ class FeatureTracker:
         else:  # one conversion for the day and the calendar
             moment = datetime.fromtimestamp(self.origin + subtime, self.zone)
             day, calendar = moment.toordinal(), _calendar_fields(moment)
-        keys = ((user, p_req), (user, job.res), (user, day))
+        keys = (("t", user, p_req), ("q", user, job.res), ("d", user, day))
         features = [p_req, float(job.res), *calendar]
         categories = self.categories
         empty = _EMPTY
-        time_category = categories.get(("t", *keys[0]), empty)
-        procs_category = categories.get(("q", *keys[1]), empty)
-        day_category = categories.get(("d", *keys[2]), empty)
+        time_category = categories.get(keys[0], empty)
+        procs_category = categories.get(keys[1], empty)
+        day_category = categories.get(keys[2], empty)
         features.extend(time_category.lags())
         features.extend(procs_category.lags())
         features.extend(day_category.lags())
@@ -224,9 +225,10 @@ class FeatureTracker:
         self.pending.clear()
 
     def _apply(self, submission: Submission, cls: int) -> None:
-        for key, kind in zip(submission.keys, ("t", "q", "d"), strict=True):
-            full = (kind, *key)
-            category = self.categories.get(full)
+        categories = self.categories
+        seq = submission.seq
+        for key in submission.keys:  # the keys made at submission, not made again
+            category = categories.get(key)
             if category is None:
-                category = self.categories[full] = _Category()
-            category.add(submission.seq, cls)
+                category = categories[key] = _Category()
+            category.add(seq, cls)

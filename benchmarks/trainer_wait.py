@@ -1,0 +1,93 @@
+"""How long a classified replay command waits for its side trainer: the time the scheduler's
+process spends in its requests to the trainer (``hello``, then one ``train`` a week, each
+answered once the week's forest is grown), against the whole command.
+
+A sampling profiler does not show this wait (the process is idle in ``poll``), yet it is on the
+command's critical path: the model of week w is trained on the jobs finished before w starts,
+and the first job of w needs it, so nothing of the replay can go on meanwhile.
+
+Usage::
+
+    python benchmarks/trainer_wait.py                       # full HPC2N
+    python benchmarks/trainer_wait.py --trace KTH-SP2-1996-2.1-cln --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import KTH, TRACES, need
+
+#: the command line in this process, each request to the trainer timed; totals printed at exit
+WRAPPER = """
+import atexit, json, sys, time
+from batsched_ml.trainer import client
+
+requests = []
+original = client.RemoteTrainer._request
+
+
+def timed(self, data, timeout):
+    started = time.perf_counter()
+    try:
+        return original(self, data, timeout)
+    finally:
+        requests.append(time.perf_counter() - started)
+
+
+client.RemoteTrainer._request = timed
+atexit.register(
+    lambda: print("WAIT " + json.dumps([len(requests), sum(requests)]), file=sys.stderr)
+)
+from batsched_ml.cli import main
+sys.argv[0] = "batsched-ml"
+sys.exit(main())
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--trace", default="HPC2N-2002-2.2-cln")
+    parser.add_argument("--variant", default="classification-idempotent")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    name = args.trace
+    path = KTH if KTH.name.startswith(name) else need(Path(TRACES) / f"{name}.swf.gz")
+    walls: list[float] = []
+    waits: list[float] = []
+    trains: list[float] = []
+    count = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for turn in range(args.repeat):
+            out = Path(tmp) / str(turn)
+            command = [str(path), "--variant", args.variant, "-q", "-o", str(out)]
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-c", WRAPPER, "replay", *command],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            walls.append(time.perf_counter() - started)
+            line = next(line for line in done.stderr.splitlines() if line.startswith("WAIT "))
+            count, waited = json.loads(line[5:])
+            waits.append(waited)
+            timing = json.loads((out / "timing.json").read_text())
+            trains.append(timing["train_seconds"])
+    wall, wait, train = (statistics.median(v) for v in (walls, waits, trains))
+    print(f"{path.name}, --variant {args.variant}, median of {args.repeat}")
+    print(f"whole command          {wall:.1f} s")
+    print(f"waiting for trainer    {wait:.1f} s ({wait / wall:.0%}), {count} requests")
+    print(f"forests grown (train)  {train:.1f} s (timing.json's train_seconds)")
+    print(f"the rest               {wall - wait:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
