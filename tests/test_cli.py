@@ -41,6 +41,20 @@ def test_replay_prints_a_summary_and_writes_outputs(kth_workload, tmp_path: Path
     assert summary["jobs"] == 400 and summary["config"]["policy"] == "spf"
 
 
+@pytest.mark.parametrize("policy", ["fcfs", "spf"])  # the compiled engine and the Python path
+def test_the_progress_bar_counts_the_jobs_unless_quiet(
+    kth_workload, tmp_path: Path, capsys, policy: str
+) -> None:
+    workload = write_slice(kth_workload, tmp_path / "w.json", 300)
+    assert main(["replay", str(workload), "-o", str(tmp_path / "a"), "--policy", policy]) == 0
+    bar = capsys.readouterr().err
+    assert f"w.json {policy}" in bar and "300/300" in bar
+    assert main(["replay", str(workload), "-o", str(tmp_path / "q"), "--policy", policy, "-q"]) == 0
+    assert capsys.readouterr().err == ""
+    same = ("jobs.csv", "summary.json")
+    assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "q" / f).read_bytes() for f in same)
+
+
 @pytest.mark.parametrize(
     ("options", "with_calendar"),
     [

@@ -120,3 +120,16 @@ def test_logical_jobs_fold_attempts_in_final_order() -> None:
     ]
     assert list(table.columns[8:10]) == ["attempts", "wasted_area"]
     assert table["attempts"].dtype == np.int64 and table.index.equals(pd.RangeIndex(6))
+
+
+def test_logical_jobs_refuse_a_row_without_an_id() -> None:
+    from batsched_ml.metrics import logical_jobs, read_jobs_csv
+
+    text = (
+        "job_id,workload_name,submission_time,requested_number_of_resources,final_state,"
+        "starting_time,execution_time,finish_time\n"
+        "1,w0,0,2,COMPLETED_KILLED,5,10,15\n"
+        ",w0,1,2,COMPLETED_SUCCESSFULLY,5,10,15\n"
+    )
+    with pytest.raises(ValueError, match="no job_id"):
+        logical_jobs(read_jobs_csv(io.StringIO(text)))
