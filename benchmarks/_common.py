@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import resource
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
@@ -22,3 +26,32 @@ def need(path: Path) -> Path:
     if not path.exists():
         raise SystemExit(f"missing {path}: the benchmarks read ../shared/traces")
     return path
+
+
+def trace_named(name: str) -> Path:
+    """The trace ``name`` (without ``.swf.gz``): the shipped KTH-SP2, else ../shared/traces'."""
+    return KTH if KTH.name.startswith(name) else need(TRACES / f"{name}.swf.gz")
+
+
+#: ends a wrapper's code: the command line, run in the wrapper's process
+CLI = """
+from batsched_ml.cli import main
+sys.argv[0] = "batsched-ml"
+sys.exit(main())
+"""
+
+
+def run_wrapped(prelude: str, arguments: list[str], tag: str) -> tuple[float, Any]:
+    """Run ``batsched-ml ARGUMENTS`` in a new Python process after ``prelude`` (which imports
+    ``sys`` and prints one line ``TAG <json>`` to stderr at exit); return the whole process's
+    wall time and that JSON."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + CLI, *arguments],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seconds = time.perf_counter() - started
+    line = next(line for line in done.stderr.splitlines() if line.startswith(f"{tag} "))
+    return seconds, json.loads(line[len(tag) + 1 :])

@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
-from _common import KTH, TRACES, need
+from _common import trace_named
 
 from batsched_ml import compiled_replay
 from batsched_ml.replaying import ReplayConfig, ReplayResult, run_replay
@@ -45,7 +44,7 @@ def main() -> None:
     if compiled_replay.engine() is None:
         raise SystemExit("the compiled replay engine is not built (pip install -e .)")
     for name in args.traces:
-        path = KTH if KTH.name.startswith(name) else need(Path(TRACES) / f"{name}.swf.gz")
+        path = trace_named(name)
         workload = load_workload(path)
         compiled: list[float] = []
         python: list[float] = []

@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import TRACES, need
+from _common import trace_named
 
 from batsched_ml import metrics
 
 
 def table_of(trace: str, folder: Path) -> Path:
-    path = need(Path(TRACES) / f"{trace}.swf.gz")
+    path = trace_named(trace)
     subprocess.run(
         [
             *(sys.executable, "-m", "batsched_ml", "replay", str(path), "-q", "-o", str(folder)),

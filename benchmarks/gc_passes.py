@@ -13,15 +13,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
-from _common import KTH, TRACES, need
+from _common import run_wrapped, trace_named
 
 #: run the command line in this process after, for "load-only", putting back the collector
 #: policy before the survivors were frozen; print the collector's counters at exit
@@ -58,25 +55,13 @@ def clock(phase, info):
 gc.callbacks.insert(0, clock)
 stats = lambda: [{**g, "seconds": s} for g, s in zip(gc.get_stats(), spent)]
 atexit.register(lambda: print("GC " + json.dumps(stats()), file=sys.stderr))
-from batsched_ml.cli import main
-sys.argv[0] = "batsched-ml"
-sys.exit(main())
 """
 MODES = ("survivors", "load-only")
 FILES = ("jobs.csv", "classification.csv", "predictions.csv", "summary.json")
 
 
-def run(mode: str, args: list[str], out: Path) -> tuple[float, list[dict[str, int]]]:
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, mode, "replay", *args, "-q", "-o", str(out)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seconds = time.perf_counter() - started
-    line = next(line for line in done.stderr.splitlines() if line.startswith("GC "))
-    return seconds, json.loads(line[3:])
+def run(mode: str, args: list[str], out: Path) -> tuple[float, list[dict[str, Any]]]:
+    return run_wrapped(WRAPPER, [mode, "replay", *args, "-q", "-o", str(out)], "GC")
 
 
 def main() -> None:
@@ -85,8 +70,7 @@ def main() -> None:
     parser.add_argument("--variant", default="classification-idempotent")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    name = args.trace
-    path = KTH if KTH.name.startswith(name) else need(Path(TRACES) / f"{name}.swf.gz")
+    path = trace_named(args.trace)
     command = [str(path), "--variant", args.variant]
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
     stats: dict[str, list[dict[str, int]]] = {}

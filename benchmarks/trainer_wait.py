@@ -17,13 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _common import KTH, TRACES, need
+from _common import run_wrapped, trace_named
 
 #: the command line in this process, each request to the trainer timed; totals printed at exit
 WRAPPER = """
@@ -46,9 +43,6 @@ client.RemoteTrainer._request = timed
 atexit.register(
     lambda: print("WAIT " + json.dumps([len(requests), sum(requests)]), file=sys.stderr)
 )
-from batsched_ml.cli import main
-sys.argv[0] = "batsched-ml"
-sys.exit(main())
 """
 
 
@@ -58,8 +52,7 @@ def main() -> None:
     parser.add_argument("--variant", default="classification-idempotent")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    name = args.trace
-    path = KTH if KTH.name.startswith(name) else need(Path(TRACES) / f"{name}.swf.gz")
+    path = trace_named(args.trace)
     walls: list[float] = []
     waits: list[float] = []
     trains: list[float] = []
@@ -68,16 +61,8 @@ def main() -> None:
         for turn in range(args.repeat):
             out = Path(tmp) / str(turn)
             command = [str(path), "--variant", args.variant, "-q", "-o", str(out)]
-            started = time.perf_counter()
-            done = subprocess.run(
-                [sys.executable, "-c", WRAPPER, "replay", *command],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            walls.append(time.perf_counter() - started)
-            line = next(line for line in done.stderr.splitlines() if line.startswith("WAIT "))
-            count, waited = json.loads(line[5:])
+            seconds, (count, waited) = run_wrapped(WRAPPER, ["replay", *command], "WAIT")
+            walls.append(seconds)
             waits.append(waited)
             timing = json.loads((out / "timing.json").read_text())
             trains.append(timing["train_seconds"])
