@@ -1,11 +1,11 @@
 """The compiled parts, built from source at install: the SimGrid kernel
-(``batsched_ml.sim._ckernel``), the replay engine of FCFS-EASY base runs
-(``batsched_ml.sim._creplay``), the forest's walk (``batsched_ml.predict._cforest``) and the
+(``batsched_ml.sim._ckernel``), the compiled simulator of static workloads
+(``batsched_ml.sim._csim``), the forest's walk (``batsched_ml.predict._cforest``) and the
 forest's grower (``batsched_ml.predict._cgrow``).
 
 Everything else about the package is in pyproject.toml. The extensions are optional: without a
 C compiler the install goes on and their references run (``batsched_ml.sim.simgrid.Kernel``, the
-Python simulator with the scheduler, ``batsched_ml.predict.forest.FastForest.proba``,
+Python simulator ``batsched_ml.sim.simulator``, ``batsched_ml.predict.forest.FastForest.proba``,
 scikit-learn's ``RandomForestClassifier.fit``),
 which give the same results, more slowly (batsched_ml/compiled.py).
 """
@@ -52,7 +52,7 @@ def extension(name: str, source: str) -> Extension:
 setup(
     ext_modules=[
         extension("batsched_ml.sim._ckernel", "batsched_ml/sim/_ckernel.c"),
-        extension("batsched_ml.sim._creplay", "batsched_ml/sim/_creplay.c"),
+        extension("batsched_ml.sim._csim", "batsched_ml/sim/_csim.c"),
         extension("batsched_ml.predict._cforest", "batsched_ml/predict/_cforest.c"),
         extension("batsched_ml.predict._cgrow", "batsched_ml/predict/_cgrow.c"),
     ]

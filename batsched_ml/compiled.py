@@ -4,8 +4,8 @@ Four C extensions are built from source at ``pip install`` (``setup.py``), each 
 what a reference that stays in the package gives:
 
 * ``batsched_ml.sim._ckernel``: the SimGrid kernel (:class:`batsched_ml.sim.simgrid.Kernel`);
-* ``batsched_ml.sim._creplay``: the replay engine of FCFS-EASY base runs
-  (:mod:`batsched_ml.compiled_replay`; the reference is the simulator with the scheduler);
+* ``batsched_ml.sim._csim``: the simulator of static workloads, Batsim's actors on that kernel
+  (:mod:`batsched_ml.sim.csim`; the reference is :mod:`batsched_ml.sim.simulator`);
 * ``batsched_ml.predict._cforest``: the forest's walk (:meth:`batsched_ml.predict.forest.
   FastForest.proba`);
 * ``batsched_ml.predict._cgrow``: the forest's grower (:mod:`batsched_ml.predict.grow`; the

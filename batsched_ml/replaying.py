@@ -33,8 +33,9 @@ from batsched_ml.scheduler.predictors import (
     predictor_kwargs,
 )
 
-if TYPE_CHECKING:  # imported where used: a FCFS-EASY replay by the compiled engine needs neither
+if TYPE_CHECKING:
     from batsched_ml.predict.training import Trainer
+    from batsched_ml.sim.csim import Simulator
     from batsched_ml.sim.simulator import BatsimSimulator
 
 
@@ -177,9 +178,8 @@ class ReplayResult:
     workload_jobs: int = 0  # the workload's jobs (``len(workload["jobs"])``)
     summary: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0  # wall time of the replay (a measurement: timing.json, not summary)
-    #: what ran the event loop: ``"python"`` (the simulator and the scheduler objects) or
-    #: ``"compiled"`` (:mod:`batsched_ml.compiled_replay`, the same files; the scheduler
-    #: object then only holds what the files need: its rejections and predictions)
+    #: what simulated Batsim: ``"compiled"`` (``_csim.c``) or ``"python"`` (the reference);
+    #: the scheduler is the Python one either way (:mod:`batsched_ml.sim.csim`)
     engine: str = "python"
 
 
@@ -275,16 +275,33 @@ def calendar_of(workload: dict[str, Any]) -> dict[str, Any]:
     return {key: workload.get(key) for key in ("unix_start_time", "time_zone_string", "time_zone")}
 
 
-def make_simulator(workload: dict[str, Any], config: ReplayConfig) -> BatsimSimulator:
-    """The embedded Batsim, with dynamic jobs (acknowledged) on for the classified variants, as
-    real Batsim must be started for them."""
+def _simulator_arguments(workload: dict[str, Any], config: ReplayConfig) -> dict[str, Any]:
+    """The embedded Batsim's command line for a run: dynamic jobs (acknowledged) on for the
+    classified variants, as real Batsim must be started for them."""
+    dynamic = config.classified
+    return {
+        "workloads": [workload],
+        "hosts": [f"host{i}" for i in range(int(workload["nb_res"]))],
+        "dynamic_jobs": dynamic,
+        "acknowledge_dynamic_jobs": dynamic,
+    }
+
+
+def make_simulator(workload: dict[str, Any], config: ReplayConfig) -> Simulator:
+    """The embedded Batsim for an in-process replay: the compiled simulator where it supports
+    the run, else the Python one (:mod:`batsched_ml.sim.csim`)."""
+    from batsched_ml.sim.csim import Simulator
+
+    return Simulator(**_simulator_arguments(workload, config))
+
+
+def make_peer_simulator(workload: dict[str, Any], config: ReplayConfig) -> BatsimSimulator:
+    """The embedded Batsim as a request/reply state machine (``start``, ``step``), for a
+    scheduler on the other side of a transport."""
     from batsched_ml.sim.simulator import BatsimSimulator
 
-    hosts = [f"host{i}" for i in range(int(workload["nb_res"]))]
-    dynamic = config.classified
-    return BatsimSimulator(
-        [workload], hosts, dynamic_jobs=dynamic, acknowledge_dynamic_jobs=dynamic
-    )
+    with collector_paused():
+        return BatsimSimulator(**_simulator_arguments(workload, config))
 
 
 def run_replay(
@@ -300,18 +317,9 @@ def run_replay(
     """Replay ``workload`` under ``config``. ``progress`` is called now and then with the number
     of jobs finished so far. With ``zmq_endpoint`` (e.g. ``tcp://127.0.0.1:*`` or an ``ipc://``
     path) the scheduler is served over ZeroMQ in a thread and the simulator talks to it as Batsim
-    would; otherwise they talk in process."""
+    would; otherwise they talk in process. Every run is decided by the one Python scheduler
+    (:func:`make_scheduler`), whichever simulator plays Batsim."""
     scheduler = make_scheduler(config, calendar=calendar_of(workload), trainer=trainer, audit=audit)
-    if zmq_endpoint is None and on_reply is None and not audit:
-        result = _run_compiled(workload, config, scheduler, progress)
-        if result is not None:
-            return result
-    frozen = contextlib.ExitStack()
-    with collector_paused():
-        sim = make_simulator(workload, config)
-        # the workload and the loaded jobs, frozen before the collector runs again: not
-        # traversed by its passes during the replay (see alive_frozen)
-        frozen.enter_context(alive_frozen())
     handler = scheduler.handle
     if on_reply is not None:
 
@@ -321,12 +329,20 @@ def run_replay(
             return reply
 
     started = time.perf_counter()
+    if zmq_endpoint is not None:
+        reference = make_peer_simulator(workload, config)
+        messages = _run_over_zmq(reference, handler, zmq_endpoint)
+        return _result(reference.rows, messages, scheduler, workload, config, "python", started)
+    frozen = contextlib.ExitStack()
+    with collector_paused():
+        sim = make_simulator(workload, config)
+        sim.prepare()
+        # the workload and the loaded jobs, frozen before the collector runs again: not
+        # traversed by its passes during the replay (see alive_frozen)
+        frozen.enter_context(alive_frozen())
     with frozen:
-        if zmq_endpoint is None:
-            messages = _run_in_process(sim, handler, progress)
-        else:
-            messages = _run_over_zmq(sim, handler, zmq_endpoint)
-    return _result(sim.rows, messages, scheduler, workload, config, "python", started)
+        messages = sim.run(handler, progress)
+    return _result(sim.rows, messages, scheduler, workload, config, sim.engine, started)
 
 
 def _result(
@@ -344,64 +360,6 @@ def _result(
     result = ReplayResult(rows, messages, scheduler, described, config, jobs, engine=engine)
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _run_compiled(
-    workload: dict[str, Any],
-    config: ReplayConfig,
-    scheduler: BatchScheduler,
-    progress: Callable[[int], None] | None,
-) -> ReplayResult | None:
-    """The replay by the compiled engine when it takes this run and workload
-    (:mod:`batsched_ml.compiled_replay`), else ``None``."""
-    from batsched_ml import compiled_replay
-
-    if not compiled_replay.eligible(config):
-        return None
-    module = compiled_replay.engine()
-    if module is None:
-        return None
-    started = time.perf_counter()
-    out = compiled_replay.replay(
-        workload, module, backfilling=config.backfilling, progress=progress
-    )
-    if out is None:
-        return None
-    rows, messages, rejected, predictions = out
-    scheduler.rejected = rejected
-    predictor = scheduler.predictor
-    assert isinstance(predictor, MeasuredPredictor)
-    predictor.predictions = predictions
-    return _result(rows, messages, scheduler, workload, config, "compiled", started)
-
-
-def _run_in_process(
-    sim: BatsimSimulator,
-    handler: Callable[[Message], Message],
-    progress: Callable[[int], None] | None,
-) -> int:
-    message: Message | None = sim.start()
-    count = 0
-    rows = sim.rows
-    seen = killed = 0
-
-    def workload_jobs_done() -> int:
-        """Jobs of the workload finished for good: a row killed at the divider is followed,
-        later, by its resubmission's row, so it does not count (the bar's total is the
-        workload's jobs; it used to run past it)."""
-        nonlocal seen, killed
-        killed += sum(",COMPLETED_KILLED," in row for row in rows[seen:])
-        seen = len(rows)
-        return seen - killed
-
-    while message is not None:
-        count += 1
-        if progress is not None and count % 2048 == 0:
-            progress(workload_jobs_done())
-        message = sim.step(handler(message))
-    if progress is not None:
-        progress(workload_jobs_done())
-    return count
 
 
 def _run_over_zmq(

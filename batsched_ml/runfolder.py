@@ -100,7 +100,7 @@ def code_identity() -> dict[str, Any]:
     files differ from it), the simulator's kernel and the result-shaping libraries' versions.
 
     The digest covers the package's Python files and, for each compiled part in use (the
-    SimGrid kernel, the replay engine, the forest's walk, the forest's grower:
+    SimGrid kernel, the compiled simulator, the forest's walk, the forest's grower:
     :mod:`batsched_ml.compiled`), the
     digest of the C source it was built from (the module knows it: an installed wheel has no
     ``.c`` file to read). Each gives the same results as its reference (the tests compare
@@ -117,7 +117,7 @@ def code_identity() -> dict[str, Any]:
     out: dict[str, Any] = {"version": __version__, "source_sha256": ""}
     for part, source in (
         ("kernel", "sim/_ckernel.c"),
-        ("replay", "sim/_creplay.c"),
+        ("simulator", "sim/_csim.c"),
         ("forest", "predict/_cforest.c"),
         ("grow", "predict/_cgrow.c"),
     ):

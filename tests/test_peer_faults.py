@@ -15,7 +15,7 @@ import zmq
 
 from batsched_ml.protocol.codec import dump_message, parse_message
 from batsched_ml.protocol.events import JobSubmitted, Message
-from batsched_ml.replaying import ReplayConfig, make_scheduler, make_simulator
+from batsched_ml.replaying import ReplayConfig, make_peer_simulator, make_scheduler
 from batsched_ml.scheduler.core import SchedulerError
 from batsched_ml.sim.simulator import BatsimSimulator
 from tests.conftest import ROOT, workload_head
@@ -28,7 +28,7 @@ def first_messages(kth_workload, count: int) -> tuple[list[Message], object]:
     """The first ``count`` messages of a 60-job KTH replay, and the scheduler that answered."""
     workload = workload_head(kth_workload, 60)
     config = ReplayConfig()
-    sim = make_simulator(workload, config)
+    sim = make_peer_simulator(workload, config)
     scheduler = make_scheduler(config)
     messages = [sim.start()]
     while len(messages) < count:
@@ -76,7 +76,7 @@ def test_nothing_is_accepted_after_the_end() -> None:
         "profiles": {"p": {"type": "delay", "delay": 5}},
     }
     config = ReplayConfig()
-    sim = make_simulator(workload, config)
+    sim = make_peer_simulator(workload, config)
     scheduler = make_scheduler(config)
     message = sim.start()
     last = message
@@ -140,7 +140,7 @@ def start_serve(tmp_path: Path, timeout: float = 20) -> tuple[subprocess.Popen, 
 
 
 def fake(kth_workload, port: int) -> FakeBatsim:
-    return FakeBatsim(make_simulator(workload_head(kth_workload, 200), ReplayConfig()), port)
+    return FakeBatsim(make_peer_simulator(workload_head(kth_workload, 200), ReplayConfig()), port)
 
 
 def finish(server: subprocess.Popen) -> tuple[int, str, str]:

@@ -206,12 +206,12 @@ def test_the_code_identity_names_the_kernel_and_a_run_of_one_is_not_one_of_the_o
             code_identity.cache_clear()
 
     python = identity("python")
-    assert python["kernel"] == python["replay"] == "python"
+    assert python["kernel"] == python["simulator"] == "python"
     assert same_code(python, identity("python"))
     monkeypatch.setenv(simgrid.KERNEL_VARIABLE, "")
     if simgrid.kernel_class() is simgrid.Kernel:
         pytest.skip("no compiled kernel in this install")
     compiled = identity("")
-    assert compiled["kernel"] == compiled["replay"] == "compiled"
+    assert compiled["kernel"] == compiled["simulator"] == "compiled"
     assert compiled["source_sha256"] != python["source_sha256"]
     assert not same_code(compiled, python)

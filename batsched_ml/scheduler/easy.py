@@ -19,9 +19,7 @@ The head is therefore never delayed by a backfilled job, whatever the estimates.
 Machines are integer bitmasks (:mod:`batsched_ml.alloc`); a started job takes the lowest-numbered
 free machines.
 
-The FCFS-EASY pass is also transcribed in ``batsched_ml/sim/_creplay.c`` (the compiled replay
-engine, :mod:`batsched_ml.compiled_replay`), checked against this one file for file: a change
-here is a change there.
+This is the only EASY: every run, whichever simulator plays Batsim, is decided here.
 """
 
 from __future__ import annotations

@@ -37,16 +37,17 @@ Batsim's ``export.cpp`` does.
 
 Invalid decisions raise :class:`InvalidDecision` naming the decision, where Batsim would abort.
 
-This module is also the reference of ``_creplay.c``, the compiled replay engine: its actors,
-their simcalls and their order transcribed to C together with the FCFS-EASY scheduler, which
-replays the runs :mod:`batsched_ml.compiled_replay` says it can, with the same files byte for
-byte (``tests/test_compiled_replay.py``). A change here is a change there.
+This module is also the reference of ``_csim.c``, the compiled simulator: the same actors,
+simcalls and order in C, for static workloads, with the same scheduler attached as its decision
+callback (:mod:`batsched_ml.sim.csim`); both give the same messages and files byte for byte
+(``tests/test_compiled_sim.py``). A change here is a change there. The errors both raise are
+written once, in :class:`problems`.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,109 @@ _NOT_WAITING = {
     _DONE: "job has already finished",
     _REJECTED: "job was rejected",
 }
+_STATES = {"running": _RUNNING, "done": _DONE, "rejected": _REJECTED}
+
+
+class problems:
+    """What is wrong with a decision or a simulation, as the exception to raise: written once
+    for the two simulators (this module's and ``_csim.c``, which calls these on its error
+    paths), so that both say the same thing."""
+
+    @staticmethod
+    def parse(decision: Event, dynamic_jobs: bool = False) -> InvalidDecision:
+        """A decision a simulator without dynamic jobs does not take (or not a decision)."""
+        match decision:
+            case RegisterProfile():
+                return InvalidDecision(decision.TYPE, decision.profile_name, _NO_DYNAMIC)
+            case RegisterJob():
+                return InvalidDecision(decision.TYPE, decision.job_id, _NO_DYNAMIC)
+            case Notify():
+                return InvalidDecision(decision.TYPE, decision.type, _NO_DYNAMIC)
+            case SetJobMetadata():
+                return InvalidDecision(decision.TYPE, decision.job_id, "metadata contains '\"'")
+        return InvalidDecision(decision.TYPE, "type", "not a decision Batsim accepts")
+
+    @staticmethod
+    def unknown_job(decision: Event, job_id: str, used: bool) -> InvalidDecision:
+        if used:
+            return InvalidDecision(
+                decision.TYPE,
+                job_id,
+                "job is not submitted yet or already finished (Batsim 4 forgets finished jobs)",
+            )
+        return InvalidDecision(decision.TYPE, job_id, "unknown job")
+
+    @staticmethod
+    def not_waiting(decision: Event, job_id: str, state: str) -> InvalidDecision:
+        """A job that is ``running``, ``done`` or ``rejected`` cannot be executed or rejected."""
+        return InvalidDecision(decision.TYPE, job_id, _NOT_WAITING[_STATES[state]])
+
+    @staticmethod
+    def execute(
+        decision: ExecuteJob, job_id: str, res: int, hosts: int, busy: int
+    ) -> InvalidDecision | None:
+        """What is wrong with the allocation of an EXECUTE_JOB (``busy``: the machines in use,
+        as a mask), or None."""
+        if decision.extra:
+            return InvalidDecision(
+                decision.TYPE, job_id, f"unsupported fields {sorted(decision.extra)}"
+            )
+        alloc = decision.alloc
+        if not alloc:
+            return InvalidDecision(decision.TYPE, job_id, "empty allocation")
+        # counted on the mask (a ProcSet's len is a Python loop over its intervals); a mask
+        # needs ids >= 0, which the bounds check below refuses otherwise
+        lowest = alloc.min
+        mask = mask_of(alloc) if lowest >= 0 else 0
+        size = mask.bit_count() if lowest >= 0 else len(alloc)
+        if size != res:
+            return InvalidDecision(
+                decision.TYPE,
+                job_id,
+                f"allocation {alloc} has {size} machines, the job requests {res}",
+            )
+        if lowest < 0 or alloc.max >= hosts:
+            return InvalidDecision(
+                decision.TYPE,
+                job_id,
+                f"allocation {alloc} names machines outside 0-{hosts - 1}",
+            )
+        if mask & busy:
+            return InvalidDecision(
+                decision.TYPE, job_id, f"machines {procset_of(mask & busy)} are already in use"
+            )
+        return None
+
+    @staticmethod
+    def not_running(decision: Event, job_id: str) -> InvalidDecision:
+        return InvalidDecision(decision.TYPE, job_id, "job is not running")
+
+    @staticmethod
+    def call_not_later(decision: CallMeLater, now: float) -> InvalidDecision:
+        return InvalidDecision(
+            decision.TYPE,
+            "timestamp",
+            f"call requested at {decision.when}, not strictly after now {json_time(now)}",
+        )
+
+    @staticmethod
+    def stuck(now: float, waiting: list[str], dynamic_jobs: bool = False) -> SimulationError:
+        """The simulation cannot go on: jobs never executed nor rejected, or (dynamic jobs) no
+        NOTIFY registration_finished."""
+        if waiting:
+            shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
+            return SimulationError(
+                f"simulation stuck at t={now}: {len(waiting)} submitted job(s) never "
+                f"executed nor rejected ({shown}) and nothing else can happen"
+            )
+        return SimulationError(
+            f"simulation stuck at t={now}: dynamic jobs are enabled and the scheduler "
+            "never sent NOTIFY registration_finished"
+        )
+
+
+_NO_DYNAMIC = "dynamic jobs are disabled"
+
 
 # Messages to Batsim's server (``IPMessageType``): (kind, data).
 (
@@ -341,7 +445,7 @@ class BatsimSimulator:
             if self._end_ack:
                 self._finished = True
                 return None
-            raise SimulationError(self._stuck_reason()) from None
+            raise self._stuck() from None
         return self._deliver(message)
 
     def _deliver(self, message: Message) -> Message:
@@ -349,19 +453,10 @@ class BatsimSimulator:
         self.events_sent += len(message.events)
         return message
 
-    def _stuck_reason(self) -> str:
+    def _stuck(self) -> SimulationError:
         now = self._kernel.now
         waiting = [job.job_id for job in self._live.values() if job.state == _SUBMITTED]
-        if waiting:
-            shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
-            return (
-                f"simulation stuck at t={now}: {len(waiting)} submitted job(s) never "
-                f"executed nor rejected ({shown}) and nothing else can happen"
-            )
-        return (
-            f"simulation stuck at t={now}: dynamic jobs are enabled and the scheduler "
-            "never sent NOTIFY registration_finished"
-        )
+        return problems.stuck(now, waiting)
 
     # --- Batsim's actors ------------------------------------------------------------------
 
@@ -563,36 +658,14 @@ class BatsimSimulator:
             workload.refcount.pop(job.profile, None)
 
     def _on_execute(self, decision: ExecuteJob) -> Simcall:
-        job = self._known_job(decision.TYPE, decision.job_id)
+        job = self._known_job(decision, decision.job_id)
         if job.state != _SUBMITTED:
             raise InvalidDecision(decision.TYPE, job.job_id, _NOT_WAITING[job.state])
-        if decision.extra:
-            raise InvalidDecision(
-                decision.TYPE, job.job_id, f"unsupported fields {sorted(decision.extra)}"
-            )
+        problem = problems.execute(decision, job.job_id, job.res, len(self.hosts), self._busy)
+        if problem is not None:
+            raise problem
         alloc = decision.alloc
-        if not alloc:
-            raise InvalidDecision(decision.TYPE, job.job_id, "empty allocation")
-        # counted on the mask (a ProcSet's len is a Python loop over its intervals); a mask
-        # needs ids >= 0, which the bounds check below refuses otherwise
-        lowest = alloc.min
-        mask = mask_of(alloc) if lowest >= 0 else 0
-        size = mask.bit_count() if lowest >= 0 else len(alloc)
-        if size != job.res:
-            raise InvalidDecision(
-                decision.TYPE,
-                job.job_id,
-                f"allocation {alloc} has {size} machines, the job requests {job.res}",
-            )
-        if lowest < 0 or alloc.max >= len(self.hosts):
-            raise InvalidDecision(
-                decision.TYPE,
-                job.job_id,
-                f"allocation {alloc} names machines outside 0-{len(self.hosts) - 1}",
-            )
-        if mask & self._busy:
-            busy = procset_of(mask & self._busy)
-            raise InvalidDecision(decision.TYPE, job.job_id, f"machines {busy} are already in use")
+        mask = mask_of(alloc)
         self._busy |= mask
         self._running += 1
         job.state = _RUNNING
@@ -601,7 +674,7 @@ class BatsimSimulator:
         return (CREATE, f"job_{job.job_id}", self._job(job))
 
     def _on_reject(self, decision: RejectJob) -> None:
-        job = self._known_job(decision.TYPE, decision.job_id)
+        job = self._known_job(decision, decision.job_id)
         if job.state != _SUBMITTED:
             raise InvalidDecision(decision.TYPE, job.job_id, _NOT_WAITING[job.state])
         job.state = _REJECTED
@@ -621,11 +694,11 @@ class BatsimSimulator:
     def _on_kill(self, decision: KillJob) -> Simcall | None:
         jobs: list[_LiveJob] = []
         for job_id in decision.job_ids:
-            job = self._known_job(decision.TYPE, job_id)
+            job = self._known_job(decision, job_id)
             if job.kill_requested:
                 continue
             if job.state == _SUBMITTED or job.state == _REJECTED:
-                raise InvalidDecision(decision.TYPE, job_id, "job is not running")
+                raise problems.not_running(decision, job_id)
             job.kill_requested = True
             jobs.append(job)
         if not jobs:
@@ -636,11 +709,7 @@ class BatsimSimulator:
     def _on_call_me_later(self, decision: CallMeLater) -> Simcall:
         now = self._kernel.now
         if not decision.when > now:
-            raise InvalidDecision(
-                decision.TYPE,
-                "timestamp",
-                f"call requested at {decision.when}, not strictly after now {json_time(now)}",
-            )
+            raise problems.call_not_later(decision, now)
         self._waiters += 1
         return (CREATE, f"waiter {decision.when:f}", self._waiter(decision.when))
 
@@ -680,7 +749,7 @@ class BatsimSimulator:
         return handle
 
     def _on_set_metadata(self, decision: SetJobMetadata) -> None:
-        job = self._known_job(decision.TYPE, decision.job_id)
+        job = self._known_job(decision, decision.job_id)
         job.metadata = decision.metadata
 
     def _simulation_finished(self) -> bool:
@@ -717,26 +786,20 @@ class BatsimSimulator:
                 return self._notify(decision)
             case SetJobMetadata():
                 if '"' in decision.metadata:
-                    raise InvalidDecision(decision.TYPE, decision.job_id, "metadata contains '\"'")
+                    raise problems.parse(decision)
                 return (_SET_METADATA, decision)
             case _:
-                raise InvalidDecision(decision.TYPE, "type", "not a decision Batsim accepts")
+                raise problems.parse(decision)
 
-    def _known_job(self, decision: str, job_id: str) -> _LiveJob:
+    def _known_job(self, decision: Event, job_id: str) -> _LiveJob:
         job = self._live.get(job_id)
         if job is not None:
             return job
-        if job_id in self._used_ids:
-            raise InvalidDecision(
-                decision,
-                job_id,
-                "job is not submitted yet or already finished (Batsim 4 forgets finished jobs)",
-            )
-        raise InvalidDecision(decision, job_id, "unknown job")
+        raise problems.unknown_job(decision, job_id, job_id in self._used_ids)
 
     def _register_profile(self, decision: RegisterProfile) -> None:
         if not self.dynamic_jobs:
-            raise InvalidDecision(decision.TYPE, decision.profile_name, "dynamic jobs are disabled")
+            raise problems.parse(decision)
         name = decision.workload_name
         if not name or "!" in name:
             raise InvalidDecision(decision.TYPE, name, "invalid workload name")
@@ -755,7 +818,7 @@ class BatsimSimulator:
     def _register_job(self, decision: RegisterJob) -> _LiveJob:
         kind, job_id, obj = decision.TYPE, decision.job_id, decision.job
         if not self.dynamic_jobs:
-            raise InvalidDecision(kind, job_id, "dynamic jobs are disabled")
+            raise problems.parse(decision)
         if self._registration_finished:
             raise InvalidDecision(kind, job_id, "registration is already finished")
         if obj.get("id") != job_id:
@@ -798,7 +861,7 @@ class BatsimSimulator:
 
     def _notify(self, decision: Notify) -> tuple[int, Any]:
         if not self.dynamic_jobs:
-            raise InvalidDecision(decision.TYPE, decision.type, "dynamic jobs are disabled")
+            raise problems.parse(decision)
         if decision.type == "registration_finished":
             return (_END_REGISTRATION, None)
         if decision.type == "continue_registration":
@@ -808,33 +871,85 @@ class BatsimSimulator:
     # --- SIMULATION_BEGINS --------------------------------------------------------------------
 
     def _begins(self) -> SimulationBegins:
-        config = {
-            "redis-enabled": False,
-            "redis-hostname": "127.0.0.1",
-            "redis-port": 6379,
-            "redis-prefix": "default",
-            "profiles-forwarded-on-submission": self.forward_profiles,
-            "dynamic-jobs-enabled": self.dynamic_jobs,
-            "dynamic-jobs-acknowledged": self.acknowledge_dynamic_jobs,
-            "profile-reuse-enabled": self.profile_reuse,
-            "sched-config": "",
-            "forward-unknown-events": False,
-        }
-        resources = [
-            {"id": i, "name": name, "state": "idle", "properties": {"role": ""}}
-            | {"zone_properties": {}}
-            for i, name in enumerate(self.hosts)
-        ]
-        return SimulationBegins(
-            timestamp=0.0,
-            nb_resources=len(self.hosts),
-            nb_compute_resources=len(self.hosts),
-            nb_storage_resources=0,
-            allow_compute_sharing=False,
-            allow_storage_sharing=True,
-            config=config,
-            compute_resources=resources,
-            storage_resources=[],
+        return begins_event(
+            self.hosts,
             workloads={name: self._paths[i] for i, name in enumerate(self._workloads)},
             profiles={name: dict(wl.profiles) for name, wl in self._workloads.items()},
+            dynamic_jobs=self.dynamic_jobs,
+            acknowledge_dynamic_jobs=self.acknowledge_dynamic_jobs,
+            profile_reuse=self.profile_reuse,
+            forward_profiles=self.forward_profiles,
         )
+
+    # --- the in-process loop ----------------------------------------------------------------
+
+    def run(
+        self, handler: Callable[[Message], Message], progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Run the simulation to its end with ``handler`` (a scheduler's ``handle``) deciding;
+        the number of messages sent. ``progress`` is called now and then with the jobs of the
+        workload finished for good (an attempt killed by the scheduler does not count: its
+        resubmission's row comes later)."""
+        message: Message | None = self.start()
+        count = 0
+        rows = self.rows
+        seen = killed = 0
+
+        def workload_jobs_done() -> int:
+            nonlocal seen, killed
+            killed += sum(",COMPLETED_KILLED," in row for row in rows[seen:])
+            seen = len(rows)
+            return seen - killed
+
+        while message is not None:
+            count += 1
+            if progress is not None and count % 2048 == 0:
+                progress(workload_jobs_done())
+            message = self.step(handler(message))
+        if progress is not None:
+            progress(workload_jobs_done())
+        return count
+
+
+def begins_event(
+    hosts: list[str],
+    *,
+    workloads: dict[str, str],
+    profiles: dict[str, dict[str, dict[str, Any]]],
+    dynamic_jobs: bool,
+    acknowledge_dynamic_jobs: bool,
+    profile_reuse: bool,
+    forward_profiles: bool,
+) -> SimulationBegins:
+    """SIMULATION_BEGINS as Batsim 4.2.1 sends it (``workloads``: each workload's name and
+    file, ``profiles``: its profiles), for both simulators."""
+    config = {
+        "redis-enabled": False,
+        "redis-hostname": "127.0.0.1",
+        "redis-port": 6379,
+        "redis-prefix": "default",
+        "profiles-forwarded-on-submission": forward_profiles,
+        "dynamic-jobs-enabled": dynamic_jobs,
+        "dynamic-jobs-acknowledged": acknowledge_dynamic_jobs,
+        "profile-reuse-enabled": profile_reuse,
+        "sched-config": "",
+        "forward-unknown-events": False,
+    }
+    resources = [
+        {"id": i, "name": name, "state": "idle", "properties": {"role": ""}}
+        | {"zone_properties": {}}
+        for i, name in enumerate(hosts)
+    ]
+    return SimulationBegins(
+        timestamp=0.0,
+        nb_resources=len(hosts),
+        nb_compute_resources=len(hosts),
+        nb_storage_resources=0,
+        allow_compute_sharing=False,
+        allow_storage_sharing=True,
+        config=config,
+        compute_resources=resources,
+        storage_resources=[],
+        workloads=workloads,
+        profiles=profiles,
+    )
