@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from batsched_ml import registry
 from batsched_ml.errors import ConfigError
@@ -207,6 +207,36 @@ class MeasuredPredictor:
         self.seconds += time.perf_counter() - started
 
 
+class _Reads:
+    """A config that records which of its fields are read (:func:`make_scheduler`)."""
+
+    def __init__(self, config: ReplayConfig) -> None:
+        self.config = config
+        self.read: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        self.read.add(name)
+        return getattr(self.config, name)
+
+
+def unread_settings(config: ReplayConfig, read: set[str]) -> list[str]:
+    """The fields of ``config`` set away from their defaults that nothing read: settings the
+    run would not apply."""
+    out = []
+    for spec in dataclasses.fields(config):
+        if spec.name in read:
+            continue
+        if spec.default is not dataclasses.MISSING:
+            default = spec.default
+        elif spec.default_factory is not dataclasses.MISSING:
+            default = spec.default_factory()
+        else:
+            default = dataclasses.MISSING
+        if getattr(config, spec.name) != default:
+            out.append(spec.name)
+    return out
+
+
 def make_scheduler(
     config: ReplayConfig,
     *,
@@ -220,7 +250,33 @@ def make_scheduler(
     ``unix_start_time``, ``time_zone_string`` and ``time_zone`` (Batsim does not forward them).
 
     The predictor is measured (:class:`MeasuredPredictor`: ``predictions.csv``) except under a
-    classified variant with the requested time, which has never written predictions."""
+    classified variant with the requested time, which has never written predictions.
+
+    Fails closed: a setting that no part of the scheduler read (a field added to
+    :class:`ReplayConfig` and not wired, or one that does not apply to this run, such as a
+    forest parameter of a base run) raises :class:`ConfigError` naming it, instead of a run
+    that would record it as applied."""
+    reads = _Reads(config)
+    scheduler = _build_scheduler(
+        cast(ReplayConfig, reads), calendar=calendar, trainer=trainer, audit=audit
+    )
+    unread = unread_settings(config, reads.read)
+    if unread:
+        values = ", ".join(f"{name}={getattr(config, name)!r}" for name in unread)
+        raise ConfigError(
+            f"{values}: not applied by a {config.title()} run (no part of its scheduler "
+            "reads it); leave it at its default"
+        )
+    return scheduler
+
+
+def _build_scheduler(
+    config: ReplayConfig,
+    *,
+    calendar: dict[str, Any] | None,
+    trainer: Trainer | None,
+    audit: bool,
+) -> BatchScheduler:
     if config.variant == "runtime-clairvoyant":
         predictor: Any = make_predictor("actual")
     else:

@@ -1,0 +1,70 @@
+"""A run never records a setting it did not apply: settings nothing reads are refused.
+
+The scheduler is built from the run's configuration by :func:`batsched_ml.replaying.
+make_scheduler`, which notes which fields its parts read; a field set away from its default
+that nothing read fails the run with one line naming it. A new field added to
+:class:`ReplayConfig` and not wired is therefore refused, never silently dropped, and a setting
+that does not apply to a run (a forest parameter of a base run) is refused too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from batsched_ml.errors import ConfigError
+from batsched_ml.predict.params import ForestParams
+from batsched_ml.replaying import ReplayConfig, make_scheduler, run_replay
+from tests.conftest import workload_head
+
+
+@dataclasses.dataclass(frozen=True)
+class WithNewOption(ReplayConfig):
+    """A configuration with a field no part of the scheduler knows (yet)."""
+
+    strict_backfill: bool = False
+
+
+def test_a_new_field_left_at_its_default_runs(kth_workload: dict[str, Any]) -> None:
+    workload = workload_head(kth_workload, 300)
+    assert run_replay(workload, WithNewOption()).rows == run_replay(workload, ReplayConfig()).rows
+
+
+def test_a_new_field_that_nothing_reads_is_refused(kth_workload: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match=r"^strict_backfill=True: not applied by a fcfs \(base\)"):
+        run_replay(workload_head(kth_workload, 300), WithNewOption(strict_backfill=True))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"feature_mode": "weekly"},
+        {"forest": ForestParams(n_estimators=3)},
+    ],
+)
+def test_settings_of_another_variant_are_refused_for_a_base_run(options: dict[str, Any]) -> None:
+    name = next(iter(options))
+    with pytest.raises(ConfigError, match=f"^{name}="):
+        make_scheduler(ReplayConfig(**options))
+
+
+@pytest.mark.parametrize(
+    ("options", "changed"),
+    [
+        ({"policy": "spf"}, True),
+        ({"backfilling": False}, True),
+        ({"predictor": "actual"}, True),
+        ({"correction": "power", "predictor": "easy++"}, True),
+        ({"dispatcher": "prb"}, True),
+        ({"variant": "runtime-clairvoyant"}, True),
+    ],
+)
+def test_every_setting_a_base_run_reads_changes_its_schedule(
+    kth_workload: dict[str, Any], options: dict[str, Any], changed: bool
+) -> None:
+    """The other side: the fields it reads are applied (each changes the job table here)."""
+    workload = workload_head(kth_workload, 2000)
+    base = run_replay(workload, ReplayConfig()).rows
+    assert (run_replay(workload, ReplayConfig(**options)).rows != base) is changed
