@@ -78,8 +78,13 @@ def python_replay(workload: dict[str, Any], config: ReplayConfig, **kwargs: Any)
 
 
 def files_of(result: ReplayResult, folder: Path) -> dict[str, bytes]:
+    """Every file of the run folder but the wall times (``timing.json``)."""
     write_replay(result, folder)
-    return {name: (folder / name).read_bytes() for name in FILES}
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(folder.iterdir())
+        if path.name != "timing.json"
+    }
 
 
 def recorder(messages: list[Message]) -> Callable[[Message], None]:
@@ -101,7 +106,8 @@ def assert_same_replay(
     assert ours.rows == reference.rows
     mine = files_of(ours, tmp_path / f"compiled{tag}")
     theirs = files_of(reference, tmp_path / f"python{tag}")
-    for name in FILES:
+    assert set(mine) == set(theirs) and "jobs.csv" in mine and "summary.json" in mine
+    for name in mine:
         assert mine[name] == theirs[name], name
     timing = json.loads((tmp_path / f"compiled{tag}" / "timing.json").read_text())
     assert timing["engine"] == "compiled"
@@ -446,15 +452,35 @@ def test_a_scheduler_that_never_decides_gets_the_python_simulators_error(engine:
     assert errors[0] == errors[1] and "never executed nor rejected" in errors[0]
 
 
-def test_dynamic_jobs_run_on_the_python_simulator(
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"variant": "class-clairvoyant"},
+        {"variant": "class-clairvoyant", "policy": "spf"},
+        {"variant": "classification-idempotent"},
+        {"variant": "classification"},
+        {"variant": "classification-idempotent", "predictor": "easy++"},
+    ],
+    ids=lambda options: "-".join(str(v) for v in options.values()),
+)
+def test_classified_runs_give_the_python_simulators_files(
+    engine: Any, kth_workload: dict[str, Any], options: dict[str, Any], tmp_path: Path
+) -> None:
+    """Dynamic jobs (registered profiles and jobs, acknowledgements, NOTIFY registration): the
+    kill-and-resubmit of the classified variants."""
+    result = assert_same_replay(
+        workload_head(kth_workload, 3000), ReplayConfig(**options), tmp_path
+    )
+    if options["variant"] == "classification-idempotent":  # false smalls killed, resubmitted
+        assert any(",COMPLETED_KILLED," in row for row in result.rows)
+        assert any(row.split(",")[1] != "w0" for row in result.rows)  # resubmissions' workload
+
+
+def test_forwarded_profiles_run_on_the_python_simulator(
     engine: Any, kth_workload: dict[str, Any]
 ) -> None:
-    """The compiled simulator does not simulate dynamic jobs: a classified run (which registers
-    them) is simulated by the reference, decided by the same scheduler."""
-    sim = csim.Simulator([workload_head(kth_workload, 10)], ["h0"], dynamic_jobs=True)
+    sim = csim.Simulator([workload_head(kth_workload, 10)], ["h0"], forward_profiles=True)
     assert not sim.supported()
-    result = run_replay(workload_head(kth_workload, 500), ReplayConfig(variant="class-clairvoyant"))
-    assert result.engine == "python"
 
 
 # --- real Batsim 4.2.1 --------------------------------------------------------------------------

@@ -44,20 +44,21 @@
 static PyObject *KEY_ID, *KEY_SUBTIME, *KEY_RES, *KEY_WALLTIME, *KEY_PROFILE, *KEY_TYPE,
     *KEY_DELAY, *S_NOW, *S_EVENTS, *S_TIMESTAMP, *S_JOB_ID, *S_JOB_IDS, *S_ALLOC, *S_EXTRA,
     *S_WHEN, *S_METADATA, *S_INTERVALS, *S_TYPE_ATTR, *S_PROFILE_NAME, *S_PROGRESS,
-    *S_SUCCESS, *S_WALLTIME_REACHED, *S_KILLED, *S_NO_MORE_STATIC;
+    *S_SUCCESS, *S_WALLTIME_REACHED, *S_KILLED, *S_NO_MORE_STATIC, *W0;
 
 /* --- what the simulator hands the scheduler and takes from it (batsched_ml.protocol.events) -- */
 
 enum {
     T_MESSAGE, T_SUBMITTED, T_COMPLETED, T_KILLED, T_CALL, T_ENDS, T_NOTIFY, /* events */
     T_EXECUTE, T_REJECT, T_KILL, T_CALL_ME_LATER, T_METADATA,                /* decisions */
+    T_REGISTER_PROFILE, T_REGISTER_JOB,
     T_INVALID, /* simulator.InvalidDecision */
     T_COUNT
 };
 static const char *TYPE_NAMES[T_COUNT] = {
     "Message",   "JobSubmitted", "JobCompleted", "JobKilled",      "RequestedCall",
     "SimulationEnds", "Notify",  "ExecuteJob",   "RejectJob",      "KillJob",
-    "CallMeLater",    "SetJobMetadata", "InvalidDecision",
+    "CallMeLater",    "SetJobMetadata", "RegisterProfile", "RegisterJob", "InvalidDecision",
 };
 
 /* --- jobs --------------------------------------------------------------------------------- */
@@ -69,13 +70,15 @@ typedef struct Actor Actor;
 
 typedef struct {
     PyObject *name;    /* str(obj["id"]) */
-    PyObject *job_id;  /* "w0!" + name */
+    PyObject *workload; /* its workload's name: "w0", or a dynamic job's */
+    PyObject *job_id;  /* workload + "!" + name */
     PyObject *obj;     /* the workload's job object; its copy with the id rewritten is sent */
     PyObject *profile; /* obj["profile"], a str */
     PyObject *alloc;   /* the ProcSet of the EXECUTE_JOB decision (sent back on completion) */
     PyObject *metadata; /* SET_JOB_METADATA's text, NULL if none */
-    const char *name_utf8, *profile_utf8;
-    size_t name_size, profile_size; /* their bytes, measured once at the load */
+    const char *name_utf8, *profile_utf8, *workload_utf8;
+    size_t name_size, profile_size, workload_size; /* their bytes, measured once */
+    long long live_seq; /* when it became known to the server: _live's order */
     double subtime, delay, walltime; /* walltime < 0: none */
     long res;
     int state, final, kill_requested;
@@ -89,7 +92,8 @@ typedef struct {
 
 enum {
     P_HELLO, P_BYE, P_SUBMITTED, P_COMPLETED, P_EXECUTE, P_REJECT, P_KILL, P_CALL_ME_LATER,
-    P_READY, P_WAITING_DONE, P_KILLING_DONE, P_METADATA, P_NONE
+    P_READY, P_WAITING_DONE, P_KILLING_DONE, P_METADATA, P_JOB_REGISTERED,
+    P_PROFILE_REGISTERED, P_END_REGISTRATION, P_CONTINUE_REGISTRATION, P_NONE
 };
 
 typedef struct {
@@ -143,6 +147,7 @@ struct Actor {
     double reply_now;
     Py_ssize_t ndecisions, di;
     int forward; /* the server message the decision being forwarded becomes */
+    Py_ssize_t forward_job; /* and its job (a registered job) */
     /* job */
     Py_ssize_t job;
     /* killer */
@@ -163,6 +168,8 @@ typedef struct {
     void *items;
     Py_ssize_t len, cap;
 } Vec;
+
+static int as_double(PyObject *value, double *out);
 
 static int
 vec_reserve(Vec *v, Py_ssize_t need, size_t size)
@@ -200,7 +207,14 @@ typedef struct {
     Job *jobs;
     Py_ssize_t njobs;
     Py_ssize_t *order; /* the submission order: by subtime, then id as a string */
-    PyObject *ids;     /* job id -> its index */
+    Py_ssize_t nstatic, jobs_cap; /* the workload's jobs (then the registered ones), room */
+    PyObject *ids;     /* job id -> its index (every id ever used) */
+    /* dynamic jobs: each workload's profiles and how many live jobs use each (_Workload) */
+    int dynamic, acknowledge, profile_reuse, registration_finished;
+    PyObject *profiles_of, *refcounts; /* workload -> {profile -> dict}, {profile -> int} */
+    PyObject *w0; /* the static workload's name */
+    long long live_seq;
+    Py_ssize_t killed_rows;
     long nb_machines;
     PyObject *handler, *progress, *begins, *problems;
     PyObject *types[T_COUNT];
@@ -532,11 +546,16 @@ finished_row(Engine *E, Job *job)
     Py_ssize_t meta_size = 0;
     if (job->metadata != NULL && (meta = PyUnicode_AsUTF8AndSize(job->metadata, &meta_size)) == NULL)
         return -1;
-    if (reserve_buf(E, name + profile + (size_t)meta_size + 8 * 400 + (size_t)job->nruns * 24) < 0)
+    if (job->final == F_KILLED)
+        E->killed_rows++;
+    if (reserve_buf(E, name + profile + job->workload_size + (size_t)meta_size + 8 * 400 +
+                           (size_t)job->nruns * 24) < 0)
         return -1;
     char *at = E->buf;
     at = put(at, job->name_utf8, name);
-    at = PUT_LITERAL(at, ",w0,");
+    *at++ = ',';
+    at = put(at, job->workload_utf8, job->workload_size);
+    *at++ = ',';
     at = put(at, job->profile_utf8, profile);
     *at++ = ',';
     at = put_fixed6(at, job->subtime);
@@ -576,12 +595,14 @@ rejected_row(Engine *E, Job *job)
     Py_ssize_t meta_size = 0;
     if (job->metadata != NULL && (meta = PyUnicode_AsUTF8AndSize(job->metadata, &meta_size)) == NULL)
         return -1;
-    size_t need = job->name_size + job->profile_size + (size_t)meta_size + 1000;
+    size_t need = job->name_size + job->profile_size + job->workload_size + (size_t)meta_size + 1000;
     if (reserve_buf(E, need) < 0)
         return -1;
     char *at = E->buf;
     at = put(at, job->name_utf8, job->name_size);
-    at = PUT_LITERAL(at, ",w0,");
+    *at++ = ',';
+    at = put(at, job->workload_utf8, job->workload_size);
+    *at++ = ',';
     at = put(at, job->profile_utf8, job->profile_size);
     *at++ = ',';
     at = put_fixed6(at, job->subtime);
@@ -607,6 +628,10 @@ make(Engine *E, int type, PyObject *const *args, size_t nargs)
 static PyObject *
 submitted_event(Engine *E, PyObject *stamp, Job *job)
 {
+    if (job - E->jobs >= E->nstatic) { /* a registered job: the scheduler's own object */
+        PyObject *args[3] = {stamp, job->job_id, job->obj};
+        return make(E, T_SUBMITTED, args, 3);
+    }
     PyObject *obj = PyDict_Copy(job->obj);
     if (obj == NULL)
         return NULL;
@@ -830,10 +855,234 @@ fail:
     return -1;
 }
 
+/* A check of the Python simulator's (simulator.problems): 0 when it finds nothing wrong,
+   else -1 with what it found raised. */
+static int
+check(Engine *E, const char *name, PyObject *const *args, size_t nargs)
+{
+    PyObject *function = PyObject_GetAttrString(E->problems, name);
+    if (function == NULL)
+        return -1;
+    PyObject *error = PyObject_Vectorcall(function, args, nargs, NULL);
+    Py_DECREF(function);
+    if (error == NULL)
+        return -1;
+    if (error == Py_None) {
+        Py_DECREF(error);
+        return 0;
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+    Py_DECREF(error);
+    return -1;
+}
+
+/* simulator._register_profile: the profile is known from the parse on */
+static int
+register_profile(Engine *E, PyObject *decision)
+{
+    PyObject *name = PyObject_GetAttrString(decision, "workload_name");
+    PyObject *profile_name = name == NULL ? NULL : PyObject_GetAttrString(decision, "profile_name");
+    PyObject *profile = profile_name == NULL ? NULL : PyObject_GetAttrString(decision, "profile");
+    PyObject *empty = profile == NULL ? NULL : PyDict_New();
+    int r = -1;
+    if (empty == NULL)
+        goto done;
+    PyObject *profiles = PyDict_GetItemWithError(E->profiles_of, name);
+    if (profiles == NULL && PyErr_Occurred())
+        goto done;
+    PyObject *args[2] = {decision, profiles != NULL ? profiles : empty};
+    if (check(E, "register_profile", args, 2) < 0)
+        goto done;
+    if (profiles == NULL) {
+        PyObject *counts = PyDict_New();
+        if (counts == NULL || PyDict_SetItem(E->profiles_of, name, empty) < 0 ||
+            PyDict_SetItem(E->refcounts, name, counts) < 0) {
+            Py_XDECREF(counts);
+            goto done;
+        }
+        Py_DECREF(counts);
+        profiles = empty;
+    }
+    PyObject *counts = PyDict_GetItemWithError(E->refcounts, name);
+    PyObject *zero = PyLong_FromLong(0);
+    if (counts == NULL || zero == NULL || PyDict_SetItem(profiles, profile_name, profile) < 0 ||
+        PyDict_SetItem(counts, profile_name, zero) < 0) {
+        Py_XDECREF(zero);
+        goto done;
+    }
+    Py_DECREF(zero);
+    r = 0;
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(profile_name);
+    Py_XDECREF(profile);
+    Py_XDECREF(empty);
+    return r;
+}
+
+/* profile -> count += delta in a workload's refcounts (a missing count is `missing`); the
+   count after. */
+static long
+add_refcount(PyObject *counts, PyObject *profile, long missing, long delta)
+{
+    PyObject *value = PyDict_GetItemWithError(counts, profile);
+    if (value == NULL && PyErr_Occurred())
+        return LONG_MIN;
+    long count = value == NULL ? missing : PyLong_AsLong(value);
+    if (count == -1 && PyErr_Occurred())
+        return LONG_MIN;
+    PyObject *after = PyLong_FromLong(count + delta);
+    if (after == NULL || PyDict_SetItem(counts, profile, after) < 0) {
+        Py_XDECREF(after);
+        return LONG_MIN;
+    }
+    Py_DECREF(after);
+    return count + delta;
+}
+
+static int
+grow_jobs(Engine *E)
+{
+    if (E->njobs < E->jobs_cap)
+        return 0;
+    Py_ssize_t cap = E->jobs_cap ? 2 * E->jobs_cap : 16;
+    Job *jobs = PyMem_Realloc(E->jobs, cap * sizeof(Job));
+    if (jobs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(jobs + E->jobs_cap, 0, (cap - E->jobs_cap) * sizeof(Job));
+    E->jobs = jobs;
+    E->jobs_cap = cap;
+    return 0;
+}
+
+/* simulator._register_job: the job is known (submitted, waiting) from the parse on */
+static int
+register_job(Engine *E, PyObject *decision, Py_ssize_t *index)
+{
+    PyObject *job_id = PyObject_GetAttr(decision, S_JOB_ID);
+    PyObject *obj = job_id == NULL ? NULL : PyObject_GetAttrString(decision, "job");
+    PyObject *parts = obj == NULL ? NULL : PyObject_CallMethod(job_id, "partition", "s", "!");
+    int r = -1;
+    if (parts == NULL)
+        goto done;
+    PyObject *workload = PyTuple_GET_ITEM(parts, 0), *name = PyTuple_GET_ITEM(parts, 2);
+    PyObject *profiles = PyDict_GetItemWithError(E->profiles_of, workload);
+    if (profiles == NULL && PyErr_Occurred())
+        goto done;
+    int used = PyDict_Contains(E->ids, job_id);
+    if (used < 0)
+        goto done;
+    PyObject *args[4] = {decision, E->registration_finished ? Py_True : Py_False,
+                         profiles != NULL ? profiles : Py_None, used ? Py_True : Py_False};
+    if (check(E, "register_job", args, 4) < 0)
+        goto done;
+    if (!PyDict_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "REGISTER_JOB's job must be a dict");
+        goto done;
+    }
+    PyObject *profile_name = PyDict_GetItemWithError(obj, KEY_PROFILE);
+    PyObject *subtime = PyDict_GetItemWithError(obj, KEY_SUBTIME);
+    PyObject *res = PyDict_GetItemWithError(obj, KEY_RES);
+    PyObject *walltime = PyDict_GetItemWithError(obj, KEY_WALLTIME);
+    if (PyErr_Occurred())
+        goto done;
+    PyObject *profile = PyDict_GetItemWithError(profiles, profile_name);
+    PyObject *delay = profile != NULL && PyDict_Check(profile)
+                          ? PyDict_GetItemWithError(profile, KEY_DELAY)
+                          : NULL;
+    if (PyErr_Occurred() || grow_jobs(E) < 0)
+        goto done;
+    Py_ssize_t j = E->njobs;
+    Job *job = &E->jobs[j];
+    memset(job, 0, sizeof(Job));
+    E->njobs++;
+    job->name = Py_NewRef(name);
+    job->workload = Py_NewRef(workload);
+    job->job_id = Py_NewRef(job_id);
+    job->obj = Py_NewRef(obj);
+    job->profile = Py_NewRef(profile_name);
+    Py_ssize_t size;
+    if ((job->name_utf8 = PyUnicode_AsUTF8AndSize(name, &size)) == NULL)
+        goto done;
+    job->name_size = (size_t)size;
+    if ((job->workload_utf8 = PyUnicode_AsUTF8AndSize(workload, &size)) == NULL)
+        goto done;
+    job->workload_size = (size_t)size;
+    if (!PyUnicode_Check(profile_name) ||
+        (job->profile_utf8 = PyUnicode_AsUTF8AndSize(profile_name, &size)) == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a registered job's profile must be a str");
+        goto done;
+    }
+    job->profile_size = (size_t)size;
+    if (delay == NULL || !as_double(delay, &job->delay) ||
+        ((job->subtime = PyFloat_AsDouble(subtime)) == -1.0 && PyErr_Occurred())) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a registered job's delay must be an int or a float");
+        goto done;
+    }
+    job->res = PyLong_AsLong(res);
+    job->walltime = -1.0;
+    if (walltime != NULL && walltime != Py_None) {
+        double value = PyFloat_AsDouble(walltime);
+        if (value == -1.0 && PyErr_Occurred())
+            goto done;
+        if (value != -1.0)
+            job->walltime = value;
+    }
+    if (job->res == -1 && PyErr_Occurred())
+        goto done;
+    job->state = J_SUBMITTED;
+    job->live_seq = E->live_seq++;
+    E->live++;
+    PyObject *number = PyLong_FromSsize_t(j);
+    if (number == NULL || PyDict_SetItem(E->ids, job_id, number) < 0) {
+        Py_XDECREF(number);
+        goto done;
+    }
+    Py_DECREF(number);
+    PyObject *counts = PyDict_GetItemWithError(E->refcounts, workload);
+    if (counts == NULL || add_refcount(counts, profile_name, 0, 1) == LONG_MIN)
+        goto done;
+    *index = j;
+    r = 0;
+done:
+    Py_XDECREF(job_id);
+    Py_XDECREF(obj);
+    Py_XDECREF(parts);
+    return r;
+}
+
+/* simulator._release_profile: Batsim 4 forgets a finished job, and its profile once no live
+   job uses it */
+static int
+release_profile(Engine *E, Job *job)
+{
+    PyObject *counts = PyDict_GetItemWithError(E->refcounts, job->workload);
+    if (counts == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    long left = add_refcount(counts, job->profile, 1, -1);
+    if (left == LONG_MIN)
+        return -1;
+    if (left <= 0 && !E->profile_reuse) {
+        PyObject *profiles = PyDict_GetItemWithError(E->profiles_of, job->workload);
+        if (profiles == NULL && PyErr_Occurred())
+            return -1;
+        if (profiles != NULL && PyDict_Contains(profiles, job->profile) == 1 &&
+            PyDict_DelItem(profiles, job->profile) < 0)
+            return -1;
+        if (PyDict_DelItem(counts, job->profile) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* simulator._parse for a static simulation: the server message a decision becomes, or an
    error (dynamic jobs are disabled; not a decision; a quote in metadata) */
 static int
-parse_decision(Engine *E, PyObject *decision, int *kind)
+parse_decision(Engine *E, PyObject *decision, int *kind, Py_ssize_t *job)
 {
     if (PyObject_TypeCheck(decision, (PyTypeObject *)E->types[T_EXECUTE]))
         *kind = P_EXECUTE;
@@ -851,11 +1100,42 @@ parse_decision(Engine *E, PyObject *decision, int *kind)
                                                                   PyUnicode_GET_LENGTH(metadata), 1)
                                               : -2;
         Py_DECREF(metadata);
-        if (quote == -2)
+        if (quote == -2) {
+            PyErr_SetString(PyExc_TypeError, "SET_JOB_METADATA's metadata must be a str");
             return -1;
+        }
         if (quote >= 0)
             return explain(E, "parse", &decision, 1);
         *kind = P_METADATA;
+    }
+    else if (PyObject_TypeCheck(decision, (PyTypeObject *)E->types[T_REGISTER_PROFILE])) {
+        if (!E->dynamic)
+            return explain(E, "parse", &decision, 1);
+        if (register_profile(E, decision) < 0)
+            return -1;
+        *kind = P_PROFILE_REGISTERED;
+    }
+    else if (PyObject_TypeCheck(decision, (PyTypeObject *)E->types[T_REGISTER_JOB])) {
+        if (!E->dynamic)
+            return explain(E, "parse", &decision, 1);
+        if (register_job(E, decision, job) < 0)
+            return -1;
+        *kind = P_JOB_REGISTERED;
+    }
+    else if (PyObject_TypeCheck(decision, (PyTypeObject *)E->types[T_NOTIFY])) {
+        if (!E->dynamic)
+            return explain(E, "parse", &decision, 1);
+        PyObject *type = PyObject_GetAttrString(decision, "type");
+        if (type == NULL)
+            return -1;
+        int end = PyUnicode_Check(type) &&
+                  PyUnicode_CompareWithASCIIString(type, "registration_finished") == 0;
+        int more = PyUnicode_Check(type) &&
+                   PyUnicode_CompareWithASCIIString(type, "continue_registration") == 0;
+        Py_DECREF(type);
+        if (!end && !more)
+            return explain(E, "notify", &decision, 1);
+        *kind = end ? P_END_REGISTRATION : P_CONTINUE_REGISTRATION;
     }
     else
         return explain(E, "parse", &decision, 1);
@@ -1236,6 +1516,7 @@ server_handle(Engine *E, Payload p, Call *call)
         for (Py_ssize_t k = p.a; k < p.b; k++) {
             Py_ssize_t j = E->order[k];
             E->jobs[j].state = J_SUBMITTED;
+            E->jobs[j].live_seq = E->live_seq++;
             E->live++;
             if (outbox_add(E, EV_SUBMITTED, stamp, j, NULL) < 0)
                 return -1;
@@ -1267,6 +1548,18 @@ server_handle(Engine *E, Payload p, Call *call)
         free_report(p.ptr);
         return r;
     }
+    case P_JOB_REGISTERED:
+        if (E->acknowledge)
+            return outbox_add(E, EV_SUBMITTED, json_time(E->now), p.a, NULL);
+        return 0;
+    case P_PROFILE_REGISTERED:
+        return 0;
+    case P_END_REGISTRATION:
+        E->registration_finished = 1;
+        return 0;
+    case P_CONTINUE_REGISTRATION:
+        E->registration_finished = 0;
+        return 0;
     }
     PyErr_SetString(PyExc_RuntimeError, "unknown server message (a bug of _csim)");
     return -1;
@@ -1275,8 +1568,9 @@ server_handle(Engine *E, Payload p, Call *call)
 static int
 simulation_finished(Engine *E)
 {
-    return E->submitters_done == 1 && E->live == (Py_ssize_t)E->to_delete.len && E->running == 0 &&
-           E->waiters == 0 && E->killers == 0;
+    return E->submitters_done == 1 && E->registration_finished &&
+           E->live == (Py_ssize_t)E->to_delete.len && E->running == 0 && E->waiters == 0 &&
+           E->killers == 0;
 }
 
 enum { SV_START, SV_SENT, SV_LOOP, SV_GOT, SV_CREATED, SV_END_SENT };
@@ -1290,7 +1584,7 @@ exchange(Engine *E, Actor *a)
         if (PyErr_CheckSignals() < 0)
             return -1;
         if (E->progress != Py_None) {
-            PyObject *done = PyLong_FromSsize_t(PyList_GET_SIZE(E->rows));
+            PyObject *done = PyLong_FromSsize_t(PyList_GET_SIZE(E->rows) - E->killed_rows);
             if (done == NULL)
                 return -1;
             PyObject *out = PyObject_CallOneArg(E->progress, done);
@@ -1355,7 +1649,7 @@ step_actor(Engine *E, Actor *a, Call *call)
             return 0;
         }
     submit_loop:
-        while (a->pos < E->njobs) {
+        while (a->pos < E->nstatic) {
             double subtime = E->jobs[E->order[a->pos]].subtime;
             if (subtime > a->current) {
                 if (a->pos > a->batch_lo) {
@@ -1393,8 +1687,12 @@ step_actor(Engine *E, Actor *a, Call *call)
             return send_message(E, call) < 0 ? -1 : 1;
         case SV_SENT: /* the REQ-REP actor is created: the message is sent */
             E->sched_ready = 0;
-            for (Py_ssize_t k = 0; k < E->to_delete.len; k++) /* jobs_to_be_deleted */
-                E->jobs[VEC_AT(E->to_delete, Py_ssize_t, k)].state = J_FORGOTTEN;
+            for (Py_ssize_t k = 0; k < E->to_delete.len; k++) { /* jobs_to_be_deleted */
+                Job *gone = &E->jobs[VEC_AT(E->to_delete, Py_ssize_t, k)];
+                gone->state = J_FORGOTTEN;
+                if (E->dynamic && release_profile(E, gone) < 0)
+                    return -1;
+            }
             E->live -= E->to_delete.len;
             E->to_delete.len = 0;
             if (a->send_return == SV_END_SENT) {
@@ -1465,8 +1763,10 @@ step_actor(Engine *E, Actor *a, Call *call)
         if (a->di < a->ndecisions) {
             PyObject *decision = PyList_GET_ITEM(a->decisions, a->di);
             int kind = P_NONE;
-            if (parse_decision(E, decision, &kind) < 0)
+            Py_ssize_t registered = -1;
+            if (parse_decision(E, decision, &kind, &registered) < 0)
                 return -1;
+            a->forward_job = registered;
             PyObject *stamp = PyObject_GetAttr(decision, S_TIMESTAMP);
             double t;
             if (stamp == NULL || number(stamp, &t) < 0) {
@@ -1496,7 +1796,8 @@ step_actor(Engine *E, Actor *a, Call *call)
         return 1;
     reqrep_put:
         call->kind = K_PUT;
-        call->payload = (Payload){a->forward, 0, 0, PyList_GET_ITEM(a->decisions, a->di)};
+        call->payload =
+            (Payload){a->forward, a->forward_job, 0, PyList_GET_ITEM(a->decisions, a->di)};
         a->pc = 2;
         return 1;
 
@@ -1667,13 +1968,35 @@ compare_order(const void *pa, const void *pb)
     return strcmp(a->name_utf8, b->name_utf8); /* UTF-8 order is code point order */
 }
 
+static int
+compare_live(const void *pa, const void *pb)
+{
+    const Job *a = &sorting[*(const Py_ssize_t *)pa], *b = &sorting[*(const Py_ssize_t *)pb];
+    return (a->live_seq > b->live_seq) - (a->live_seq < b->live_seq);
+}
+
 /* 1 when the workload is one this simulator takes, 0 when it is not (the Python simulator then
    runs, and says what is wrong with it if anything is), -1 on error. */
 static int
 load(Engine *E, PyObject *jobs, PyObject *profiles)
 {
     Py_ssize_t n = PyList_GET_SIZE(jobs);
+    /* every profile of the workload is a delay the reference takes (it checks them all) */
+    Py_ssize_t pos = 0;
+    PyObject *key, *prof;
+    while (PyDict_Next(profiles, &pos, &key, &prof)) {
+        PyObject *type = PyDict_Check(prof) ? PyDict_GetItemWithError(prof, KEY_TYPE) : NULL;
+        PyObject *delay = PyDict_Check(prof) ? PyDict_GetItemWithError(prof, KEY_DELAY) : NULL;
+        double value;
+        if (PyErr_Occurred())
+            return -1;
+        if (type == NULL || delay == NULL || !PyUnicode_CheckExact(type) ||
+            PyUnicode_CompareWithASCIIString(type, "delay") != 0 || !as_double(delay, &value) ||
+            !(value > 0) || isinf(value))
+            return 0;
+    }
     E->jobs = PyMem_Calloc(n ? n : 1, sizeof(Job));
+    E->jobs_cap = n ? n : 1;
     E->order = PyMem_Malloc((n ? n : 1) * sizeof(Py_ssize_t));
     E->ids = PyDict_New();
     if (E->jobs == NULL || E->order == NULL || E->ids == NULL) {
@@ -1704,6 +2027,9 @@ load(Engine *E, PyObject *jobs, PyObject *profiles)
             break;
         }
         job->obj = Py_NewRef(obj);
+        job->workload = Py_NewRef(E->w0);
+        job->workload_utf8 = "w0";
+        job->workload_size = 2;
         job->name = PyObject_Str(id);
         if (job->name == NULL)
             return -1;
@@ -1785,6 +2111,19 @@ load(Engine *E, PyObject *jobs, PyObject *profiles)
         sorting = E->jobs;
         qsort(E->order, (size_t)n, sizeof(Py_ssize_t), compare_order);
     }
+    E->nstatic = E->njobs;
+    if (verdict == 1 && E->dynamic) { /* the workload's profiles, and the jobs using each */
+        PyObject *mine = PyDict_Copy(profiles), *counts = PyDict_New();
+        int failed = mine == NULL || counts == NULL ||
+                     PyDict_SetItem(E->profiles_of, E->w0, mine) < 0 ||
+                     PyDict_SetItem(E->refcounts, E->w0, counts) < 0;
+        for (Py_ssize_t i = 0; !failed && i < n; i++)
+            failed = add_refcount(counts, E->jobs[i].profile, 0, 1) == LONG_MIN;
+        Py_XDECREF(mine);
+        Py_XDECREF(counts);
+        if (failed)
+            return -1;
+    }
     return verdict;
 }
 
@@ -1794,6 +2133,7 @@ engine_free(Engine *E)
     for (Py_ssize_t i = 0; i < E->njobs; i++) {
         Job *job = &E->jobs[i];
         Py_XDECREF(job->name);
+        Py_XDECREF(job->workload);
         Py_XDECREF(job->job_id);
         Py_XDECREF(job->obj);
         Py_XDECREF(job->profile);
@@ -1804,6 +2144,8 @@ engine_free(Engine *E)
     PyMem_Free(E->jobs);
     PyMem_Free(E->order);
     Py_XDECREF(E->ids);
+    Py_XDECREF(E->profiles_of);
+    Py_XDECREF(E->refcounts);
     while (E->living != NULL)
         free_actor(E, E->living);
     PyMem_Free(E->ran.items);
@@ -1831,13 +2173,16 @@ engine_free(Engine *E)
 static PyObject *
 simulate(PyObject *module, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"jobs",  "profiles", "nb_machines", "handler",
-                             "types", "begins",   "problems",    "progress", NULL};
+    static char *kwlist[] = {"jobs",     "profiles",     "nb_machines", "handler",
+                             "types",    "begins",       "problems",    "progress",
+                             "dynamic_jobs", "acknowledge_dynamic_jobs", "profile_reuse", NULL};
     PyObject *jobs, *profiles, *handler, *types, *begins, *problems, *progress = Py_None;
     long nb_machines;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!lOO!OO|O:simulate", kwlist, &PyList_Type,
-                                     &jobs, &PyDict_Type, &profiles, &nb_machines, &handler,
-                                     &PyTuple_Type, &types, &begins, &problems, &progress))
+    int dynamic = 0, acknowledge = 0, profile_reuse = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!lOO!OO|Oppp:simulate", kwlist,
+                                     &PyList_Type, &jobs, &PyDict_Type, &profiles, &nb_machines,
+                                     &handler, &PyTuple_Type, &types, &begins, &problems,
+                                     &progress, &dynamic, &acknowledge, &profile_reuse))
         return NULL;
     if (PyTuple_GET_SIZE(types) != T_COUNT) {
         PyErr_Format(PyExc_ValueError, "types: %d classes expected", T_COUNT);
@@ -1860,9 +2205,18 @@ simulate(PyObject *module, PyObject *args, PyObject *kwds)
     E->progress = progress;
     E->begins = begins;
     E->problems = problems;
+    E->dynamic = dynamic;
+    E->acknowledge = acknowledge;
+    E->profile_reuse = profile_reuse;
+    E->registration_finished = !dynamic;
+    E->w0 = W0;
     for (int t = 0; t < T_COUNT; t++)
         E->types[t] = PyTuple_GET_ITEM(types, t);
     PyObject *out = NULL;
+    E->profiles_of = PyDict_New();
+    E->refcounts = PyDict_New();
+    if (E->profiles_of == NULL || E->refcounts == NULL)
+        goto done;
     int verdict = load(E, jobs, profiles);
     if (verdict <= 0) {
         if (verdict == 0)
@@ -1890,13 +2244,26 @@ simulate(PyObject *module, PyObject *args, PyObject *kwds)
         PyObject *waiting = PyList_New(0);
         if (waiting == NULL)
             goto done;
-        for (Py_ssize_t k = 0; k < E->njobs; k++) {
-            Job *job = &E->jobs[E->order[k]];
-            if (job->state == J_SUBMITTED && PyList_Append(waiting, job->job_id) < 0) {
+        Py_ssize_t *stuck_jobs = PyMem_Malloc((E->njobs ? E->njobs : 1) * sizeof(Py_ssize_t));
+        Py_ssize_t nstuck = 0;
+        if (stuck_jobs == NULL) {
+            Py_DECREF(waiting);
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < E->njobs; k++)
+            if (E->jobs[k].state == J_SUBMITTED)
+                stuck_jobs[nstuck++] = k;
+        sorting = E->jobs;
+        qsort(stuck_jobs, (size_t)nstuck, sizeof(Py_ssize_t), compare_live); /* _live's order */
+        for (Py_ssize_t k = 0; k < nstuck; k++) {
+            if (PyList_Append(waiting, E->jobs[stuck_jobs[k]].job_id) < 0) {
+                PyMem_Free(stuck_jobs);
                 Py_DECREF(waiting);
                 goto done;
             }
         }
+        PyMem_Free(stuck_jobs);
         PyObject *stuck = PyObject_CallMethod(problems, "stuck", "dO", E->now, waiting);
         Py_DECREF(waiting);
         if (stuck != NULL) {
@@ -1960,6 +2327,7 @@ PyInit__csim(void)
         {&S_WALLTIME_REACHED, "COMPLETED_WALLTIME_REACHED"},
         {&S_KILLED, "COMPLETED_KILLED"},
         {&S_NO_MORE_STATIC, "no_more_static_job_to_submit"},
+        {&W0, "w0"},
     };
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         if (*keys[k].key == NULL && (*keys[k].key = PyUnicode_InternFromString(keys[k].text)) == NULL)

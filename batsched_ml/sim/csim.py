@@ -8,8 +8,8 @@ typed events, calls the scheduler's ``handle`` and reads its decisions, so every
 variant, predictor, dispatcher and plug-in decides through the one Python source.
 
 Which simulator runs is decided by what the compiled one *supports*, never by the run's
-settings (it does not see them): one static workload of ``delay`` profiles, without dynamic
-jobs or forwarded profiles. Asked for anything else, or given a workload it is not sure of
+settings (it does not see them): one workload of ``delay`` profiles, with or without dynamic
+jobs, without forwarded profiles. Asked for anything else, or given a workload it is not sure of
 (``simulate`` answers ``None`` before the first message), the reference runs, which gives the
 same messages and files. ``BATSCHED_ML_KERNEL=python`` (:mod:`batsched_ml.compiled`) turns it off
 with the other compiled parts.
@@ -32,6 +32,8 @@ from batsched_ml.protocol.events import (
     KillJob,
     Message,
     Notify,
+    RegisterJob,
+    RegisterProfile,
     RejectJob,
     RequestedCall,
     SetJobMetadata,
@@ -56,6 +58,8 @@ TYPES = (
     KillJob,
     CallMeLater,
     SetJobMetadata,
+    RegisterProfile,
+    RegisterJob,
     InvalidDecision,
 )
 
@@ -108,8 +112,6 @@ class Simulator:
         return (
             self.module is not None
             and len(self.workloads) == 1
-            and not self.flags["dynamic_jobs"]
-            and not self.flags["acknowledge_dynamic_jobs"]
             and not self.flags["forward_profiles"]
         )
 
@@ -153,7 +155,17 @@ class Simulator:
             **self.flags,
         )
         out = self.module.simulate(
-            jobs, profiles, len(self.hosts), handler, TYPES, begins, problems, progress
+            jobs,
+            profiles,
+            len(self.hosts),
+            handler,
+            TYPES,
+            begins,
+            problems,
+            progress,
+            dynamic_jobs=self.flags["dynamic_jobs"],
+            acknowledge_dynamic_jobs=self.flags["acknowledge_dynamic_jobs"],
+            profile_reuse=self.flags["profile_reuse"],
         )
         if out is None:
             return None

@@ -137,6 +137,65 @@ class problems:
         return InvalidDecision(decision.TYPE, "type", "not a decision Batsim accepts")
 
     @staticmethod
+    def register_profile(
+        decision: RegisterProfile, profiles: dict[str, dict[str, Any]]
+    ) -> InvalidDecision | None:
+        """What is wrong with a REGISTER_PROFILE into a workload holding ``profiles``."""
+        name = decision.workload_name
+        if not name or "!" in name:
+            return InvalidDecision(decision.TYPE, name, "invalid workload name")
+        if decision.profile_name in profiles:
+            return InvalidDecision(
+                decision.TYPE,
+                f"{decision.workload_name}/{decision.profile_name}",
+                "profile already exists",
+            )
+        try:
+            delay_of(decision.profile, f"profile {decision.profile_name}")
+        except SimulationError as exc:
+            return InvalidDecision(decision.TYPE, decision.profile_name, str(exc))
+        return None
+
+    @staticmethod
+    def register_job(
+        decision: RegisterJob,
+        finished: bool,
+        profiles: dict[str, dict[str, Any]] | None,
+        used: bool,
+    ) -> InvalidDecision | None:
+        """What is wrong with a REGISTER_JOB (``profiles``: those of its workload, None if
+        the workload is unknown; ``used``: its id was already given to a job)."""
+        kind, job_id, obj = decision.TYPE, decision.job_id, decision.job
+        if finished:
+            return InvalidDecision(kind, job_id, "registration is already finished")
+        if obj.get("id") != job_id:
+            return InvalidDecision(kind, job_id, f"job.id {obj.get('id')!r} differs from job_id")
+        if profiles is None:
+            workload_name = job_id.partition("!")[0]
+            return InvalidDecision(kind, job_id, f"unknown workload {workload_name!r}")
+        if used:
+            return InvalidDecision(kind, job_id, "job id already used (even a finished job's)")
+        subtime = obj.get("subtime")
+        if subtime is None:
+            return InvalidDecision(kind, job_id, "job has no 'subtime' (Batsim 4.2.1 aborts)")
+        res = obj.get("res")
+        if isinstance(res, bool) or not isinstance(res, int) or res <= 0:
+            return InvalidDecision(kind, job_id, f"'res' must be a positive integer, got {res!r}")
+        walltime = obj.get("walltime", -1)
+        if walltime != -1 and not walltime > 0:
+            return InvalidDecision(kind, job_id, f"'walltime' must be -1 or > 0, got {walltime!r}")
+        profile = obj.get("profile")
+        if profile not in profiles:
+            return InvalidDecision(
+                kind, job_id, f"profile {profile!r} does not exist (or was already forgotten)"
+            )
+        return None
+
+    @staticmethod
+    def notify(decision: Notify) -> InvalidDecision:
+        return InvalidDecision(decision.TYPE, decision.type, "unknown NOTIFY type")
+
+    @staticmethod
     def unknown_job(decision: Event, job_id: str, used: bool) -> InvalidDecision:
         if used:
             return InvalidDecision(
@@ -241,6 +300,16 @@ _NO_DYNAMIC = "dynamic jobs are disabled"
 _SERVER = "server"
 _INFINITIES = (float("inf"), float("-inf"))
 _Code = Generator[Simcall, Any, None]
+
+
+def delay_of(profile: dict[str, Any], where: str) -> float:
+    """The delay of a profile the simulators simulate (``delay`` profiles only)."""
+    if profile.get("type") != "delay":
+        raise SimulationError(f"{where}: only 'delay' profiles are simulated")
+    delay = profile.get("delay")
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay > 0:
+        raise SimulationError(f"{where}: a delay profile needs a delay > 0, got {delay!r}")
+    return float(delay)
 
 
 def json_time(clock: float) -> float:
@@ -386,12 +455,7 @@ class BatsimSimulator:
 
     @staticmethod
     def _delay_of(profile: dict[str, Any], where: str) -> float:
-        if profile.get("type") != "delay":
-            raise SimulationError(f"{where}: only 'delay' profiles are simulated")
-        delay = profile.get("delay")
-        if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay > 0:
-            raise SimulationError(f"{where}: a delay profile needs a delay > 0, got {delay!r}")
-        return float(delay)
+        return delay_of(profile, where)
 
     # --- the protocol -------------------------------------------------------------------
 
@@ -801,48 +865,31 @@ class BatsimSimulator:
         if not self.dynamic_jobs:
             raise problems.parse(decision)
         name = decision.workload_name
-        if not name or "!" in name:
-            raise InvalidDecision(decision.TYPE, name, "invalid workload name")
+        known = self._workloads.get(name)
+        problem = problems.register_profile(decision, {} if known is None else known.profiles)
+        if problem is not None:
+            raise problem
         workload = self._workloads.setdefault(name, _Workload(name=name, profiles={}))
-        if decision.profile_name in workload.profiles:
-            raise InvalidDecision(
-                decision.TYPE, f"{name}/{decision.profile_name}", "profile already exists"
-            )
-        try:
-            self._delay_of(decision.profile, f"profile {decision.profile_name}")
-        except SimulationError as exc:
-            raise InvalidDecision(decision.TYPE, decision.profile_name, str(exc)) from None
         workload.profiles[decision.profile_name] = decision.profile
         workload.refcount[decision.profile_name] = 0
 
     def _register_job(self, decision: RegisterJob) -> _LiveJob:
-        kind, job_id, obj = decision.TYPE, decision.job_id, decision.job
+        job_id, obj = decision.job_id, decision.job
         if not self.dynamic_jobs:
             raise problems.parse(decision)
-        if self._registration_finished:
-            raise InvalidDecision(kind, job_id, "registration is already finished")
-        if obj.get("id") != job_id:
-            raise InvalidDecision(kind, job_id, f"job.id {obj.get('id')!r} differs from job_id")
         workload_name, _, name = job_id.partition("!")
-        workload = self._workloads.get(workload_name)
-        if workload is None:
-            raise InvalidDecision(kind, job_id, f"unknown workload {workload_name!r}")
-        if job_id in self._used_ids:
-            raise InvalidDecision(kind, job_id, "job id already used (even a finished job's)")
-        subtime = obj.get("subtime")
-        if subtime is None:
-            raise InvalidDecision(kind, job_id, "job has no 'subtime' (Batsim 4.2.1 aborts)")
-        res = obj.get("res")
-        if isinstance(res, bool) or not isinstance(res, int) or res <= 0:
-            raise InvalidDecision(kind, job_id, f"'res' must be a positive integer, got {res!r}")
-        walltime = obj.get("walltime", -1)
-        if walltime != -1 and not walltime > 0:
-            raise InvalidDecision(kind, job_id, f"'walltime' must be -1 or > 0, got {walltime!r}")
-        profile = obj.get("profile")
-        if profile not in workload.profiles:
-            raise InvalidDecision(
-                kind, job_id, f"profile {profile!r} does not exist (or was already forgotten)"
-            )
+        known = self._workloads.get(workload_name)
+        problem = problems.register_job(
+            decision,
+            self._registration_finished,
+            None if known is None else known.profiles,
+            job_id in self._used_ids,
+        )
+        if problem is not None:
+            raise problem
+        assert known is not None
+        workload = known
+        profile = obj["profile"]
         self._used_ids.add(job_id)
         workload.refcount[profile] = workload.refcount.get(profile, 0) + 1
         job = _LiveJob(
@@ -852,9 +899,9 @@ class BatsimSimulator:
             obj=obj,
             profile=profile,
             delay=self._delay_of(workload.profiles[profile], f"job {job_id}"),
-            res=res,
+            res=obj["res"],
             walltime=_walltime(obj),
-            subtime=float(subtime),
+            subtime=float(obj["subtime"]),
         )
         self._live[job_id] = job
         return job
@@ -866,7 +913,7 @@ class BatsimSimulator:
             return (_END_REGISTRATION, None)
         if decision.type == "continue_registration":
             return (_CONTINUE_REGISTRATION, None)
-        raise InvalidDecision(decision.TYPE, decision.type, "unknown NOTIFY type")
+        raise problems.notify(decision)
 
     # --- SIMULATION_BEGINS --------------------------------------------------------------------
 
