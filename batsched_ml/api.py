@@ -1,7 +1,7 @@
 """The Python API: replay a workload in the embedded simulator, get the results as tables.
 
 >>> import batsched_ml
->>> result = batsched_ml.replay("KTH-SP2-1996-2.1-cln.swf.gz", policy="spf")  # doctest: +SKIP
+>>> result = batsched_ml.replay(policy="spf")  # the shipped KTH-SP2 trace  # doctest: +SKIP
 >>> result.summary["mean_bsld"], len(result.jobs)  # doctest: +SKIP
 
 The same replay as ``batsched-ml replay``, with the same outputs: a :class:`Result` holds what the
@@ -55,10 +55,14 @@ _TABLES = {
 }
 
 
-def replay(workload: str | Path | dict[str, Any], config: Any = None, /, **settings: Any) -> Result:
+def replay(
+    workload: str | Path | dict[str, Any] | None = None, config: Any = None, /, **settings: Any
+) -> Result:
     """Replay ``workload`` (an SWF trace, plain or gzipped, a Batsim workload JSON file, or a
     workload object as :func:`batsched_ml.workload.io.load_workload` returns) in the embedded
-    simulator and return its :class:`Result`.
+    simulator and return its :class:`Result`. Without a workload, the shipped KTH-SP2 trace; a
+    shipped trace is also found by its name from any folder
+    (:mod:`batsched_ml.workload.shipped`).
 
     ``config`` is a :class:`~batsched_ml.replaying.ReplayConfig`; ``settings`` are its fields
     (``policy="spf"``, ``variant="classification-idempotent"``, ``predictor="easy++"``,
@@ -75,7 +79,9 @@ def replay(workload: str | Path | dict[str, Any], config: Any = None, /, **setti
         config = ReplayConfig(**settings)
     elif settings:
         config = dataclasses.replace(config, **settings)
-    data = workload if isinstance(workload, dict) else load_workload(workload)
+    from batsched_ml.workload.shipped import resolve
+
+    data = workload if isinstance(workload, dict) else load_workload(resolve(workload))
     result = run_replay(data, config)
     with tempfile.TemporaryDirectory(prefix="batsched-ml-") as tmp:
         out = Path(tmp)

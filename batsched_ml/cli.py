@@ -21,6 +21,7 @@ from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.plugins import Choices
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, POLICIES, PREDICTORS, VARIANTS
+from batsched_ml.workload import shipped
 
 #: What a user can fix, printed as one line with exit 2: the project's own error classes (all
 #: derive from :class:`~batsched_ml.errors.UserError`) and the system's refusals of a path the
@@ -59,7 +60,7 @@ def _stop_signals():
 
 
 #: The shipped trace (package data: there in an installed wheel too).
-DEFAULT_TRACE = Path(__file__).resolve().parent / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
+DEFAULT_TRACE = shipped.DEFAULT_TRACE
 
 
 def _cmd_workload_convert(args: argparse.Namespace) -> int:
@@ -329,7 +330,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from batsched_ml.workload.io import load_workload
 
     started = time.perf_counter()
-    path = Path(args.workload) if args.workload else DEFAULT_TRACE
+    path = shipped.resolve(args.workload)
     config = _config(args)
     if args.shake < 0 or args.shake_seconds < 0:
         raise ConfigError("--shake and --shake-seconds take 0 or a positive number")
