@@ -140,6 +140,33 @@ def test_serve_stops_and_writes_a_partial_status(tmp_path: Path, sig: int) -> No
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
 
 
+def test_a_classified_serve_interrupted_before_batsim_came_writes_its_empty_tables(
+    tmp_path: Path,
+) -> None:
+    """No week began: the classification tables are written empty (they used to crash the
+    command, exit 70, leaving half of them)."""
+    out = tmp_path / "served"
+    process = start(
+        [
+            *CMD,
+            *("serve", "--socket", "tcp://127.0.0.1:0", "-o", str(out), "--timeout", "60"),
+            *("--variant", "classification-idempotent", "--trainer", "inprocess"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("listening on tcp://127.0.0.1:")
+    err, seconds = stop(process, signal.SIGINT)
+    assert_interrupted(process, signal.SIGINT, err, seconds)
+    served = json.loads((out / "serve.json").read_text())
+    assert (served["status"], served["reason"]) == ("partial", "interrupted")
+    assert served["classification"]["weeks_with_model"] == 0
+    for name in ("classification.csv", "weekly_quality.csv", "feature_importance.csv"):
+        assert (out / name).is_file(), name
+
+
 def test_a_campaign_stops_its_workers_at_once_and_marks_its_runs(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(
