@@ -946,7 +946,11 @@ def build_parser() -> argparse.ArgumentParser:
     for action in collect._actions[first:]:  # not given: the served run's (no default)
         action.default = argparse.SUPPRESS
         if action.help:
-            action.help = action.help.replace("%(default)s", "the served run's")
+            for phrase, instead in (
+                (" (default %(default)s)", ""),
+                ("(default %(default)s: ", "("),
+            ):
+                action.help = action.help.replace(phrase, instead)
             action.help += " (default: the served run's; given: checked against it)"
     collect.add_argument(
         "--wait",
