@@ -472,11 +472,13 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
             reason = ""
         from batsched_ml.outputs import write_replay
         from batsched_ml.replaying import run_replay
-        from batsched_ml.workload.io import load_workload
+        from batsched_ml.workload.io import dropped_jobs, load_workload
 
         claimed = claim(folder, identity, force=True)  # the campaign owns its run folders
         with claimed.running():
             workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
+            # recorded in run.json and summary.json; the campaign says it once per trace
+            claimed.notes["input_cleaning"] = dropped_jobs(workload)
             if spec.shaking is not None:
                 from batsched_ml.workload.shake import shake
 
@@ -630,6 +632,22 @@ def run_campaign(
     table = results_table(rows, campaign.runs)
     write_results(table, campaign.output)
     return table
+
+
+def dropped_by_trace(table: pd.DataFrame, output: Path) -> dict[str, dict[str, int]]:
+    """Each trace's jobs dropped by the cleaning rules (``input_cleaning`` of the summary of one
+    of its runs: every run of a trace reads the same file), for the traces that lost any."""
+    found: dict[str, dict[str, int]] = {}
+    for row in table.to_dict("records"):
+        trace = str(row["trace"])
+        if trace in found or row["status"] == "failed":
+            continue
+        try:
+            summary = json.loads((output / str(row["path"]) / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        found[trace] = dict(summary.get("input_cleaning") or {})
+    return {trace: dropped for trace, dropped in found.items() if dropped}
 
 
 def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFrame:

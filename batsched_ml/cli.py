@@ -29,6 +29,7 @@ from batsched_ml.workload import shipped
 #: exit 70 (EX_SOFTWARE), and a line asking to report it.
 USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError)
 INTERNAL_ERROR = 70
+PEER_GONE = 3  # the peer's connection closed while its answer was awaited (errors.PeerGone)
 INTERRUPTED, TERMINATED = 130, 143
 
 
@@ -327,7 +328,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from batsched_ml.outputs import write_replay
     from batsched_ml.replaying import run_replay
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
-    from batsched_ml.workload.io import load_workload
+    from batsched_ml.workload.io import load_workload, report_dropped
 
     started = time.perf_counter()
     path = shipped.resolve(args.workload)
@@ -343,6 +344,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
         workload = shake(workload, **shaking)
     folder = claim(args.output, identity, force=args.force)
+    # said once the run goes ahead (a mistake is one line), recorded in run.json
+    folder.notes["input_cleaning"] = report_dropped(workload, path)
     with folder.running():
         label = f"{path.name} {config.policy}"
         with (
@@ -453,6 +456,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     )
     for row in table[table["status"] == "failed"].to_dict("records"):
         print(f"  failed: {row['trace']} {row['policy']} {row['variant']}: {row['error']}")
+    from batsched_ml.campaign import dropped_by_trace
+    from batsched_ml.workload.io import print_dropped
+
+    for trace, dropped in dropped_by_trace(table, campaign.output).items():
+        print_dropped(dropped, trace)
     return 1 if counts.get("failed") else 0
 
 
@@ -492,7 +500,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         args.output,
         wait=args.wait,
         status_dir=args.status_dir,
-        config=_config(args).as_dict(),
+        settings=_given_settings(args),
         force=args.force,
     )
     print(summary_table(summary))
@@ -500,39 +508,103 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given_settings(args: argparse.Namespace) -> dict | None:
+    """The scheduler settings given on ``collect``'s command line (its scheduler options have
+    no default: a setting not given is the served run's), as ReplayConfig fields; ``None``
+    when none was given."""
+    given = vars(args)
+    out: dict = {
+        name: given[name]
+        for name in (
+            "policy",
+            "variant",
+            "predictor",
+            "correction",
+            "dispatcher",
+            "feature_mode",
+            "starvation_threshold",
+        )
+        if name in given
+    }
+    for dest, name, option in (
+        ("predictor_option", "predictor_params", "--predictor-option"),
+        ("dispatcher_option", "dispatcher_params", "--dispatcher-option"),
+        ("classifier_option", "classifier_params", "--classifier-option"),
+    ):
+        if dest in given:
+            out[name] = _key_values(given[dest], option)
+    if "no_backfilling" in given:
+        out["backfilling"] = not given["no_backfilling"]
+    forest = {
+        name: given[dest]
+        for dest, name in (("trees", "n_estimators"), ("window", "window"))
+        if dest in given
+    }
+    if "max_samples" in given:
+        forest["max_samples"] = given["max_samples"]
+    if forest:
+        out["forest"] = forest
+    return out or None
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from batsched_ml.replaying import make_scheduler
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.served import ServedRun, serve_and_record
-    from batsched_ml.transport import serve
-    from batsched_ml.workload.io import load_workload
+    from batsched_ml.transport import bind_rep, serve
+    from batsched_ml.workload.io import dropped_jobs, load_workload, print_dropped
 
     calendar = None
     workload: dict = {}
+    dropped: dict[str, int] = {}
+    read = None
     if args.calendar:
         from batsched_ml.replaying import calendar_of
 
-        calendar = calendar_of(load_workload(args.calendar))
+        loaded = load_workload(args.calendar)
+        dropped = dropped_jobs(loaded)
+        read = (loaded.get("cleaning") or {}).get("input_jobs")
+        calendar = calendar_of(loaded)
         workload = workload_record(args.calendar)
+        del loaded
     config = _config(args)
     folder = claim(args.output, RunIdentity("serve", config.as_dict(), workload), force=args.force)
+    folder.notes["input_cleaning"] = dropped
     timeout = None if args.timeout <= 0 else args.timeout
-    with (
-        folder.running(),
-        trainer_for(args, config, Path(args.output), folder.identity.as_dict()) as trainer,
-    ):
-        scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
-        run = ServedRun(scheduler, config.as_dict(), run_id=folder.run_id)
-        count = serve_and_record(
-            run,
-            lambda handler: serve(
-                args.socket,
-                handler,
-                timeout=timeout,
-                on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
-            ),
-            args.output,
-        )
+    run: ServedRun | None = None
+    with folder.running():  # run.json: complete, or failed / interrupted with the reason
+        try:
+            # bound before the trainer starts: a busy endpoint ends the run before anything
+            socket = bind_rep(args.socket)
+            print_dropped(dropped, args.calendar or "", read if isinstance(read, int) else None)
+            try:
+                with trainer_for(
+                    args, config, Path(args.output), folder.identity.as_dict()
+                ) as trainer:
+                    scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
+                    run = ServedRun(scheduler, config.as_dict(), run_id=folder.run_id)
+                    run.input_cleaning = dict(dropped)
+                    count = serve_and_record(
+                        run,
+                        lambda handler: serve(
+                            socket,
+                            handler,
+                            timeout=timeout,
+                            on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
+                        ),
+                        args.output,
+                    )
+            finally:
+                socket.close()
+        except Exception:
+            if run is None or not run.started:
+                # a start that failed (a busy endpoint, a Batsim of another protocol, a first
+                # message refused): nothing that looks like a run, run.json says why
+                folder.clear_outputs()
+            raise
+        finally:
+            if run is not None and run.input_cleaning:
+                folder.notes["input_cleaning"] = run.input_cleaning
     print(
         f"simulation ended after {count} messages: {len(scheduler.rejected)} job(s) rejected; "
         f"wrote {Path(args.output) / 'decisions.csv'} and serve.json",
@@ -545,7 +617,7 @@ def _cmd_batsim(args: argparse.Namespace) -> int:
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import BatsimSimulator
     from batsched_ml.transport import run_batsim_peer
-    from batsched_ml.workload.io import load_workload
+    from batsched_ml.workload.io import load_workload, report_dropped
     from batsched_ml.workload.platform import compute_host_names
 
     workloads = [load_workload(path) for path in args.workload]
@@ -562,6 +634,8 @@ def _cmd_batsim(args: argparse.Namespace) -> int:
     timeout = None if args.timeout <= 0 else args.timeout
     out = Path(args.export + "_jobs.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
+    for path, workload in zip(args.workload, workloads, strict=True):
+        report_dropped(workload, path)
     try:
         count = run_batsim_peer(sim, args.socket_endpoint, timeout=timeout)
     except BaseException:
@@ -854,10 +928,10 @@ def build_parser() -> argparse.ArgumentParser:
         "collect",
         help="check a served run and write its job table, summary and report",
         description="Wait for the scheduler's serve.json and Batsim's _jobs.csv, check the run "
-        "is the one these settings and this workload make (the run id of the scheduler's "
-        "run.json: pass the options given to serve) and whole (status complete, every workload "
-        "job finished exactly once), and write OUT/jobs.csv, OUT/summary.json and "
-        "OUT/report.md, as a replay does.",
+        "is whole (status complete, every workload job finished exactly once), and write "
+        "OUT/jobs.csv, OUT/summary.json and OUT/report.md, as a replay does. The settings and "
+        "the calendar are those serve recorded; the scheduler options given here are checked "
+        "against them (a folder holding another run is refused).",
     )
     collect.add_argument("--batsim-jobs", required=True, metavar="CSV", help="Batsim's _jobs.csv")
     collect.add_argument("--workload", required=True, help="the workload Batsim ran (JSON or SWF)")
@@ -868,7 +942,17 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", required=True, metavar="DIR", help="the collected run's folder"
     )
     _add_force_option(collect)
+    first = len(collect._actions)
     _add_scheduler_options(collect)
+    for action in collect._actions[first:]:  # not given: the served run's (no default)
+        action.default = argparse.SUPPRESS
+        if action.help:
+            for phrase, instead in (
+                (" (default %(default)s)", ""),
+                ("(default %(default)s: ", "("),
+            ):
+                action.help = action.help.replace(phrase, instead)
+            action.help += " (default: the served run's; given: checked against it)"
     collect.add_argument(
         "--wait",
         type=float,
@@ -999,11 +1083,15 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
         return 2, exc.line
     except SystemExit as exc:  # --help, --version
         return (exc.code if isinstance(exc.code, int) else 0), None
-    from batsched_ml.errors import TransportError
+    from batsched_ml.errors import PeerGone, TransportError
 
     try:
         with _stop_signals():
             return int(args.handler(args)), None
+    except PeerGone as exc:  # a peer whose connection closed while we waited for it: exit 3
+        message = f"batsched-ml: error: {exc}"
+        print(message, file=sys.stderr)
+        return PEER_GONE, message
     except TransportError as exc:  # a peer that went silent or away: exit 1
         message = f"batsched-ml: error: {exc}"
         print(message, file=sys.stderr)

@@ -15,7 +15,7 @@ import csv
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +32,22 @@ from batsched_ml.outputs import (
     write_predictions,
 )
 from batsched_ml.registry import run_title
-from batsched_ml.runfolder import COMPLETE, RUNNING, RunIdentity, claim, read_run, workload_record
-from batsched_ml.workload.io import load_workload
+from batsched_ml.runfolder import (
+    COMPLETE,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    RunIdentity,
+    claim,
+    file_sha256,
+    read_run,
+)
+from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from batsched_ml.replaying import ReplayConfig
 
 
 class CollectError(UserError, RuntimeError):
@@ -64,17 +75,31 @@ def wait_for(
     what: str,
     sleep: Callable[[float], None],
     status_dir: Path | None = None,
+    failed: Callable[[], str | None] | None = None,
 ) -> None:
     """Wait for ``path``; give up after ``timeout`` seconds, or at once when another service
-    has failed (it will never come)."""
+    has failed, or ``failed()`` says why it will never come."""
     deadline = time.monotonic() + timeout
     while not path.exists():
-        failure = failed_service(status_dir)
+        failure = failed_service(status_dir) or (failed() if failed is not None else None)
         if failure is not None:
             raise CollectError(failure)
         if time.monotonic() >= deadline:
             raise CollectError(f"{what} ({path}) did not appear within {timeout:g} s")
         sleep(1.0)
+
+
+def _failed_start(scheduler_dir: Path) -> Callable[[], str | None]:
+    """Why the scheduler's run will never write serve.json: its run.json says it failed (a
+    start that failed leaves run.json alone)."""
+
+    def failed() -> str | None:
+        run = read_run(scheduler_dir)
+        if run is None or run.get("status") not in (FAILED, INTERRUPTED):
+            return None
+        return f"the scheduler's run is {run['status']}: {run.get('reason')} ({scheduler_dir})"
+
+    return failed
 
 
 def collect(
@@ -86,23 +111,30 @@ def collect(
     wait: float = 0.0,
     status_dir: str | Path | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    config: dict[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
     force: bool = False,
 ) -> dict[str, Any]:
     """Check the run and write ``OUT/jobs.csv``, ``OUT/summary.json``, ``OUT/report.md`` and
-    copies of the scheduler's tables; return the summary. With ``config`` (the experiment's
-    settings, as given to ``serve``), a scheduler folder holding another run than the one
-    these settings and the workload make is refused, whatever its state: an experiment only
-    ever reports its own run."""
+    copies of the scheduler's tables; return the summary.
+
+    The run's settings and its calendar are those ``serve`` recorded (its run.json and
+    serve.json): nothing has to be given twice. ``settings`` (the experiment's, as given to
+    ``collect``: :class:`~batsched_ml.replaying.ReplayConfig` fields, ``forest`` a dict of
+    forest fields) are checked against them: a scheduler folder holding another run than the
+    one these settings make is refused, whatever its state, and so is one whose calendar came
+    from another workload than ``workload_path``: an experiment only ever reports its own run.
+    """
     batsim_jobs = Path(batsim_jobs)
     scheduler_dir = Path(scheduler_dir)
     status_path = scheduler_dir / "serve.json"
     statuses = None if status_dir is None else Path(status_dir)
-    wait_for(status_path, wait, "the scheduler's status", sleep, statuses)
-    identity = (
-        None if config is None else RunIdentity("serve", config, workload_record(workload_path))
+    wait_for(
+        status_path, wait, "the scheduler's status", sleep, statuses, _failed_start(scheduler_dir)
     )
-    run = _scheduler_run(scheduler_dir, identity, wait, sleep)
+    run = _scheduler_run(scheduler_dir, wait, sleep, required=settings is not None)
+    if run is not None:
+        _check_settings(scheduler_dir, run, settings)
+        _check_calendar(scheduler_dir, run, Path(workload_path))
     status = json.loads(status_path.read_text())
     if status.get("status") != "complete":
         raise CollectError(f"the scheduler stopped early: {status.get('reason')}")
@@ -114,6 +146,7 @@ def collect(
     wait_for(batsim_jobs, max(wait, 30.0) if wait else 0.0, "Batsim's job table", sleep, statuses)
     batsim_version = _batsim_version(batsim_jobs)
     workload = load_workload(workload_path)
+    dropped = dropped_jobs(workload)
     table = read_jobs_csv(batsim_jobs)
     logical = logical_jobs(table)
     expected = {str(job["id"]) for job in workload["jobs"]}
@@ -131,27 +164,128 @@ def collect(
             status.get("rejected", []),
             workload_jobs=len(expected),
         ),
-        "scheduler": {k: status[k] for k in ("status", "messages", "decisions") if k in status},
+        "scheduler": {
+            k: status[k]
+            for k in ("status", "messages", "decisions", "batsim_protocol", "calendar_from")
+            if k in status
+        },
         "batsim_version": batsim_version,
     }
+    if dropped:
+        summary["input_cleaning"] = dropped
     for key in ("classification", "trainer_events"):
         if key in status:
             summary[key] = status[key]
-    if identity is None and run is not None:
+    if run is not None:  # the served run's identity: the collected run has its run id
         identity = RunIdentity(run["command"], run["config"], run["workload"])
-    if identity is None:  # a folder from before run identities: nothing to check against
+    else:  # a folder from before run identities: nothing to check against
         identity = RunIdentity("serve", status.get("config", {}), {})
     claimed = claim(out_dir, identity, force=force)
+    claimed.notes["input_cleaning"] = report_dropped(workload, workload_path)
     summary = {"run_id": claimed.run_id, **summary}
     with claimed.running():
         _write(summary, status, batsim_jobs, table, scheduler_dir, Path(out_dir))
     return summary
 
 
+def config_of_record(record: Mapping[str, Any]) -> ReplayConfig:
+    """The :class:`~batsched_ml.replaying.ReplayConfig` whose ``as_dict()`` is ``record`` (a
+    run.json's ``config``)."""
+    from batsched_ml.predict.params import ForestParams
+    from batsched_ml.replaying import ReplayConfig
+
+    forest = record.get("forest")
+    # as_dict leaves out max_samples None (the former default) and divider_quantile 0.5
+    params = ForestParams(**{"max_samples": None, **forest}) if forest else ForestParams()
+    return ReplayConfig(
+        policy=record["policy"],
+        variant=record["variant"],
+        predictor=record.get("predictor", "requested"),
+        correction=record.get("correction", "none"),
+        dispatcher=record.get("dispatcher", "easy"),
+        predictor_params=dict(record.get("predictor_params") or {}),
+        dispatcher_params=dict(record.get("dispatcher_params") or {}),
+        classifier_params=dict(record.get("classifier_params") or {}),
+        starvation_threshold=record.get("starvation_threshold"),
+        backfilling=record.get("backfilling", True),
+        feature_mode=record.get("feature_mode", "online"),
+        forest=params,
+    )
+
+
+def _asked(recorded: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration ``settings`` ask for, the other settings being the recorded ones."""
+    import dataclasses
+
+    base = config_of_record(recorded)
+    fields = {key: value for key, value in settings.items() if key != "forest"}
+    if settings.get("forest"):
+        fields["forest"] = dataclasses.replace(base.forest, **settings["forest"])
+    return dataclasses.replace(base, **fields).as_dict()
+
+
+def _check_settings(
+    scheduler_dir: Path, run: Mapping[str, Any], settings: Mapping[str, Any] | None
+) -> None:
+    if not settings:
+        return
+    recorded = run.get("config") or {}
+    try:
+        asked = _asked(recorded, settings)
+    except (KeyError, TypeError) as exc:
+        raise CollectError(
+            f"{scheduler_dir}/run.json: an unreadable configuration ({exc})"
+        ) from None
+    if asked == recorded:
+        return
+    differ = [k for k in sorted(set(asked) | set(recorded)) if asked.get(k) != recorded.get(k)]
+    workload = run.get("workload") or {}
+    identity = RunIdentity("serve", asked, workload)
+    raise CollectError(
+        f"{scheduler_dir} holds run {run.get('run_id')} ({recorded.get('policy')} "
+        f"{recorded.get('variant')} on {_workload_name(workload)}), not this experiment's run "
+        f"{identity.run_id} ({identity.describe()}): its settings differ ("
+        + "; ".join(
+            f"{key}: {_text(recorded.get(key))} served, {_text(asked.get(key))} asked"
+            for key in differ
+        )
+        + ")"
+    )
+
+
+def _text(value: Any) -> str:
+    return "none" if value is None else json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+def _workload_name(workload: Mapping[str, Any]) -> str:
+    return str(workload.get("name") or "the workload Batsim named")
+
+
+def _check_calendar(scheduler_dir: Path, run: Mapping[str, Any], workload_path: Path) -> None:
+    """A scheduler given ``--calendar FILE`` dated the jobs from FILE: it must be the workload
+    this experiment collects (one served without takes its calendar from Batsim's)."""
+    recorded = (run.get("workload") or {}).get("sha256")
+    if not recorded:
+        return
+    try:
+        actual = file_sha256(workload_path)
+    except OSError:
+        return  # load_workload says it, naming the file
+    if actual != recorded:
+        raise CollectError(
+            f"{scheduler_dir} holds run {run.get('run_id')}, whose calendar came from "
+            f"{_workload_name(run['workload'])} (sha256 {recorded[:12]}...), not from "
+            f"{workload_path} (sha256 {actual[:12]}...), the workload collected: not this "
+            "experiment's run"
+        )
+
+
 def _batsim_version(batsim_jobs: Path) -> str | None:
     """The version Batsim wrote into its ``PREFIX_schedule.csv`` (beside ``PREFIX_jobs.csv``),
-    ``None`` without that file (the stand-in writes none); a Batsim of another major version
-    than 4, whose protocol batsched-ml does not speak, is refused."""
+    as written (``4.2.1``; ``commit SHA (built by Nix from master branch)`` for an image built
+    from Batsim's master branch), ``None`` without that file (the stand-in writes none). The
+    protocol, not this string, says whether batsched-ml can work with a Batsim: ``serve``
+    judges it by Batsim's first message (:mod:`batsched_ml.protocol.dialect`)."""
     name = batsim_jobs.name
     if not name.endswith("_jobs.csv"):
         return None
@@ -161,44 +295,29 @@ def _batsim_version(batsim_jobs: Path) -> str | None:
             row = next(csv.DictReader(handle), None)
     except OSError:
         return None
-    version = (row or {}).get("batsim_version")
-    if version is None:
-        return None
-    if version.split(".")[0] != "4":
-        raise CollectError(
-            f"{path}: Batsim {version} ran this; batsched-ml speaks the Batsim 4 protocol "
-            "(recorded against 4.2.1): use a Batsim 4 image (BATSIM_IMAGE)"
-        )
-    return version
+    return (row or {}).get("batsim_version")
 
 
 def _scheduler_run(
     scheduler_dir: Path,
-    identity: RunIdentity | None,
     wait: float,
     sleep: Callable[[float], None],
+    *,
+    required: bool = False,
 ) -> dict[str, Any] | None:
     """The scheduler's run record once it is final (``serve.json`` is written just before
-    run.json says complete); refused when it is another run's or incomplete."""
+    run.json says complete); refused when incomplete, or missing when ``required``."""
     deadline = time.monotonic() + max(wait, 10.0)
     run = read_run(scheduler_dir)
     while run is not None and run.get("status") == RUNNING and time.monotonic() < deadline:
         sleep(0.2)
         run = read_run(scheduler_dir)
     if run is None:
-        if identity is not None:
+        if required:
             raise CollectError(
                 f"{scheduler_dir} has no run.json: not a run this experiment can check"
             )
         return None
-    if identity is not None and run.get("run_id") != identity.run_id:
-        config = run.get("config") or {}
-        raise CollectError(
-            f"{scheduler_dir} holds run {run.get('run_id')} ({config.get('policy')} "
-            f"{config.get('variant')} on {(run.get('workload') or {}).get('name')}), not this "
-            f"experiment's run {identity.run_id} ({identity.describe()}): its settings or "
-            "workload differ"
-        )
     if run.get("status") != COMPLETE:
         reason = f": {run['reason']}" if run.get("reason") else ""
         raise CollectError(f"the scheduler's run is {run.get('status')}{reason}")

@@ -23,3 +23,8 @@ class TransportError(RuntimeError):
 class ConfigError(UserError, ValueError):
     """A setting that cannot be used: unknown name, wrong type, value out of range, or two
     settings that do not go together."""
+
+
+class PeerGone(TransportError):
+    """The peer closed its connection while an answer from it was awaited (its process ended):
+    no answer can come. Exit 3, told apart from a peer that is only silent (exit 1)."""

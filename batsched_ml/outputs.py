@@ -157,6 +157,11 @@ def write_replay(
     skipped = (workload.get("cleaning") or {}).get("skipped_lines")
     if skipped:  # --lenient: the malformed lines left out of the trace
         summary["skipped_lines"] = skipped
+    from batsched_ml.workload.io import dropped_jobs
+
+    dropped = dropped_jobs(workload)
+    if dropped:  # the trace's jobs the cleaning rules dropped (a whole trace: no key)
+        summary["input_cleaning"] = dropped
     timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1), "engine": result.engine}
     if run_id is not None:
         timing = {"run_id": run_id, **timing}
@@ -370,7 +375,8 @@ def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
                 "n_train": w.n_train,
             }
             for w in scheduler.weeks
-        ]
+        ],
+        columns=["week", "divider", "model", "n_train"],  # a run stopped before its first week
     )
     weekly = weeks.merge(weekly, on="week", how="left")
     weekly.to_csv(out / WEEKLY_QUALITY, index=False, float_format="%.6f")

@@ -30,7 +30,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,9 @@ class RunFolder:
 
     path: Path
     identity: RunIdentity
+    #: facts of the run learnt on the way, recorded in run.json beside the identity but not
+    #: part of it (``input_cleaning``: the trace's jobs the cleaning rules dropped)
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -244,6 +247,7 @@ class RunFolder:
     def _record(self, status: str, reason: str | None, files: dict[str, Any] | None = None) -> None:
         record = {
             **self.identity.as_dict(),
+            **{key: value for key, value in self.notes.items() if value},
             "status": status,
             "reason": reason,
             "code": code_identity(),
@@ -251,6 +255,17 @@ class RunFolder:
         if files is not None:
             record["files"] = files
         write_json(self.path / RUN_FILE, record)
+
+    def clear_outputs(self) -> None:
+        """Remove every file the run wrote but run.json: a run that failed before it started
+        (a failed bind, a peer refused at its first message) leaves only the record of why."""
+        for entry in self.path.iterdir():
+            if entry.name == RUN_FILE or entry.name not in RUN_OUTPUTS:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
     def finish(self) -> None:
         """Mark the run complete, listing the files it wrote (size and sha256): a folder whose

@@ -26,6 +26,7 @@ from batsched_ml.outputs import (
     write_classification,
     write_timing,
 )
+from batsched_ml.protocol.dialect import BATSIM4_PROTOCOL
 from batsched_ml.protocol.events import (
     CallMeLater,
     ExecuteJob,
@@ -69,7 +70,17 @@ class ServedRun:
         self.calendar: str | None = None  # where a calendar found at SIMULATION_BEGINS came from
         self.warnings: list[str] = []
         self.messages = 0
+        self.replies = 0  # messages answered: none means the run never started
         self.last_now: float | None = None
+        #: the jobs of the trace the cleaning rules dropped (rule -> count), as the workload
+        #: read here (``--calendar``, or Batsim's at SIMULATION_BEGINS) records them
+        self.input_cleaning: dict[str, int] = {}
+
+    @property
+    def started(self) -> bool:
+        """Whether the scheduler answered a message: a run that stops before has nothing of
+        a run to show (:func:`serve_and_record` writes no outputs for it)."""
+        return self.replies > 0
 
     def handle(self, message: Message) -> Message:
         self.messages += 1
@@ -81,6 +92,7 @@ class ServedRun:
         reply = self.scheduler.handle(message)
         for event in reply.events:
             self.decisions.append((event.timestamp, *_describe(event)))
+        self.replies += 1
         return reply
 
     def _find_calendar(self, begins: SimulationBegins) -> None:
@@ -97,7 +109,7 @@ class ServedRun:
         if isinstance(config, dict) and config.get("unix_start_time") is not None:
             self.calendar = "--sched-cfg"
             return
-        from batsched_ml.workload.io import WorkloadError, load_workload
+        from batsched_ml.workload.io import WorkloadError, load_workload, report_dropped
 
         for path in begins.workloads.values():
             try:
@@ -105,6 +117,7 @@ class ServedRun:
             except (OSError, WorkloadError):
                 continue
             if workload.get("unix_start_time") is not None:
+                self.input_cleaning = report_dropped(workload, path)
                 self.scheduler.set_calendar(
                     {
                         key: workload.get(key)
@@ -135,8 +148,12 @@ class ServedRun:
             "waiting": sorted(scheduler.waiting),
             "running": sorted(scheduler.running),
         }
+        if self.messages:  # the first message was Batsim 4's (transport.serve judged it)
+            out["batsim_protocol"] = BATSIM4_PROTOCOL
         if self.calendar is not None:
             out["calendar_from"] = self.calendar
+        if self.input_cleaning:
+            out["input_cleaning"] = dict(self.input_cleaning)
         if self.warnings:
             out["warnings"] = list(self.warnings)
         events = getattr(getattr(scheduler, "trainer", None), "events", None)
@@ -182,13 +199,18 @@ def serve_and_record(
     run: ServedRun, serve: Callable[[Callable[[Message], Message]], int], out_dir: str | Path
 ) -> int:
     """Run ``serve(handler)`` and write the outputs whatever happens; errors propagate after
-    the outputs are written (marked partial, with the error as the reason)."""
+    the outputs are written (marked partial, with the error as the reason). A run that failed
+    before answering any message (a Batsim of another protocol, a first message refused, no
+    Batsim at all) did not start: nothing is written, the error propagates (the command
+    leaves run.json alone to say why). An interruption is written as partial either way."""
     try:
         count = serve(run.handle)
     except BaseException as exc:
         reason = str(exc) or type(exc).__name__
         if isinstance(exc, KeyboardInterrupt):
             reason = "interrupted"
+        elif not run.started:
+            raise
         run.write(out_dir, reason)
         raise
     run.write(out_dir, None)

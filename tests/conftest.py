@@ -72,11 +72,12 @@ def need_shared() -> None:
 
 
 def workload_head(workload: dict[str, Any], count: int) -> dict[str, Any]:
-    """The first ``count`` jobs of a workload, with just the profiles they use."""
+    """The first ``count`` jobs of a workload, with just the profiles they use (and without
+    the whole trace's cleaning record, which does not describe a slice)."""
     jobs = workload["jobs"][:count]
     used = {job["profile"] for job in jobs}
     return {
-        **{k: v for k, v in workload.items() if k not in ("jobs", "profiles")},
+        **{k: v for k, v in workload.items() if k not in ("jobs", "profiles", "cleaning")},
         "jobs": jobs,
         "profiles": {name: p for name, p in workload["profiles"].items() if name in used},
     }

@@ -433,10 +433,15 @@ def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
         subprocess.run([*compose, *project, "down", "-v"], cwd=ROOT, env=env, capture_output=True)
 
 
-def test_the_experiment_reads_the_batsim_version_and_refuses_another_protocol(
-    tmp_path: Path,
-) -> None:
-    from batsched_ml.collect import CollectError, _batsim_version
+NIX_MASTER = "commit 5e9a3c1f0b7d2a4e6c8b0d1f3a5c7e9b1d3f5a7c (built by Nix from master branch)"
+
+
+def test_the_experiment_records_the_batsim_version_as_written(tmp_path: Path) -> None:
+    """The version string is recorded as Batsim wrote it, never judged: an image built from
+    Batsim's master branch calls itself ``commit SHA (built by Nix from master branch)``, and
+    whether batsched-ml can work with a Batsim is judged by the protocol it speaks (its first
+    message, in ``serve``: tests/test_peer_faults.py)."""
+    from batsched_ml.collect import _batsim_version
 
     jobs = tmp_path / "batsim_jobs.csv"
     assert _batsim_version(jobs) is None  # the stand-in writes no schedule file
@@ -445,10 +450,121 @@ def test_the_experiment_reads_the_batsim_version_and_refuses_another_protocol(
     assert header.startswith("batsim_version,")
     schedule = tmp_path / "batsim_schedule.csv"
     fields = len(header.split(",")) - 1
-    schedule.write_text(f"{header}\n4.2.1{',0' * fields}\n")
-    assert _batsim_version(jobs) == "4.2.1"
-    schedule.write_text(f"{header}\n5.0.0{',0' * fields}\n")
-    with pytest.raises(
-        CollectError, match=r"Batsim 5\.0\.0 ran this; batsched-ml speaks the Batsim 4"
-    ):
-        _batsim_version(jobs)
+    for version in ("4.2.1", NIX_MASTER, "5.0.0"):
+        schedule.write_text(f"{header}\n{version}{',0' * fields}\n")
+        assert _batsim_version(jobs) == version
+
+
+# --- collect takes the run's settings and calendar from what serve recorded ----------------
+
+
+def serve_and_play(tmp_path: Path, workload: Path, *serve_options: str) -> Path:
+    """`serve` (its options) and the stand-in (dynamic jobs on) on ``workload``; the folder of
+    Batsim's outputs, its schedule file written as a Batsim built by Nix from its master
+    branch writes it."""
+    from tests.test_cli import CMD
+
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *CMD,
+            *("serve", "--socket", f"tcp://127.0.0.1:{port}", "--trainer", "inprocess"),
+            *serve_options,
+            *("-o", str(tmp_path / "served")),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        peer = subprocess.run(
+            [
+                *CMD,
+                *("batsim", "-p", str(ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml")),
+                *("-w", str(workload), "-e", str(tmp_path / "b" / "run")),
+                *("-s", f"tcp://127.0.0.1:{port}"),
+                *("--enable-dynamic-jobs", "--acknowledge-dynamic-jobs"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        _, err = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert peer.returncode == 0 and server.returncode == 0, (peer.stderr, err)
+    reference = ROOT / "tests" / "data" / "batsim-reference" / "fcfs_small" / "out_schedule.csv"
+    header = reference.read_text().splitlines()[0]
+    fields = len(header.split(",")) - 1
+    (tmp_path / "b" / "run_schedule.csv").write_text(f"{header}\n{NIX_MASTER}{',0' * fields}\n")
+    return tmp_path / "b"
+
+
+def run_collect(tmp_path: Path, workload: Path, out: str, *options: str):
+    from tests.test_cli import CMD
+
+    return subprocess.run(
+        [
+            *CMD,
+            *("collect", "--batsim-jobs", str(tmp_path / "b" / "run_jobs.csv")),
+            *("--workload", str(workload), "--scheduler", str(tmp_path / "served")),
+            *("-o", str(tmp_path / out), *options),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_collect_takes_the_settings_and_calendar_a_classified_serve_recorded(
+    kth_workload, tmp_path: Path
+) -> None:
+    """`serve` of a classified variant without --calendar reads the calendar from the
+    workload Batsim names; collect takes it, and every setting, from serve's record: given
+    the experiment's settings it checks them, given none it reads them; and the version string
+    of a Batsim built from its master branch is recorded as written."""
+    from tests.conftest import workload_head
+
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(workload_head(kth_workload, 300)))
+    serve_and_play(tmp_path, workload, "--variant", "classification-idempotent")
+    asked = run_collect(tmp_path, workload, "o", "--variant", "classification-idempotent")
+    assert asked.returncode == 0, asked.stderr
+    served = json.loads((tmp_path / "served" / "serve.json").read_text())
+    assert served["calendar_from"] == str(workload.resolve())
+    assert served["batsim_protocol"] == "batsim4-json"
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    run = json.loads((tmp_path / "served" / "run.json").read_text())
+    assert summary["run_id"] == run["run_id"]
+    assert summary["config"] == run["config"] and summary["config"]["variant"] == (
+        "classification-idempotent"
+    )
+    assert summary["batsim_version"] == NIX_MASTER
+    assert summary["scheduler"]["calendar_from"] == str(workload.resolve())
+    assert f"batsim                  {NIX_MASTER}" in asked.stdout
+    read = run_collect(tmp_path, workload, "o2")  # no settings: serve's
+    assert read.returncode == 0, read.stderr
+    assert (tmp_path / "o2" / "summary.json").read_bytes() == (
+        tmp_path / "o" / "summary.json"
+    ).read_bytes()
+    other = run_collect(tmp_path, workload, "o3", "--policy", "spf")
+    assert other.returncode == 2
+    assert other.stderr.strip().endswith("its settings differ (policy: fcfs served, spf asked)"), (
+        other.stderr
+    )
+    assert not (tmp_path / "o3").exists()
+
+
+def test_collect_refuses_a_run_dated_from_another_workload(kth_workload, tmp_path: Path) -> None:
+    from tests.conftest import workload_head
+
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(workload_head(kth_workload, 100)))
+    serve_and_play(tmp_path, workload, "--calendar", str(workload))
+    assert run_collect(tmp_path, workload, "o").returncode == 0
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(workload_head(kth_workload, 100)) + "\n")
+    refused = run_collect(tmp_path, other, "o2")
+    assert refused.returncode == 2
+    assert "whose calendar came from w.json" in refused.stderr
+    assert refused.stderr.strip().endswith("the workload collected: not this experiment's run")

@@ -63,6 +63,14 @@ DROP_RULES = (
 )
 CHANGE_RULES = ("missing_requested_time", "walltime_raised", "unsorted_submit_time")
 
+#: What each drop rule drops, in words (the one-line notices of :func:`report_dropped`).
+DROP_RULE_TEXT = {
+    "duplicate_job_number": "a later job reusing an SWF job number",
+    "nonpositive_run_time": "run time <= 0 or unknown",
+    "nonpositive_processors": "no processor count > 0",
+    "too_many_processors": "more processors than the machine",
+}
+
 #: The largest machine a platform is generated for: well above any real one (the largest trace
 #: at hand has 80,640 cores), well below a size whose host list would not fit in memory.
 MAX_MACHINE_SIZE = 10_000_000

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from batsched_ml.errors import UserError
 from batsched_ml.gc_control import collector_paused, release_freed_memory
-from batsched_ml.workload.convert import BatsimWorkload, convert_trace
+from batsched_ml.workload.convert import DROP_RULE_TEXT, BatsimWorkload, convert_trace
 from batsched_ml.workload.platform import write_platform
 from batsched_ml.workload.swf import read_swf
 
@@ -57,3 +59,44 @@ def write_converted(workload: BatsimWorkload, out_dir: str | Path, name: str) ->
     workload.write(workload_path)
     write_platform(platform_path, workload.nb_res)
     return workload_path, platform_path
+
+
+def dropped_jobs(workload: Mapping[str, Any]) -> dict[str, int]:
+    """The jobs of the trace that the cleaning rules dropped, rule -> count, for the rules that
+    dropped any (empty for a trace read whole, or a workload that records no cleaning): what
+    ``summary.json``, ``run.json`` and ``serve.json`` record as ``input_cleaning``."""
+    cleaning = workload.get("cleaning")
+    dropped = cleaning.get("dropped") if isinstance(cleaning, Mapping) else None
+    if not isinstance(dropped, Mapping):
+        return {}
+    return {str(rule): int(count) for rule, count in dropped.items() if count}
+
+
+def report_dropped(
+    workload: Mapping[str, Any], source: str | Path, file: IO[str] | None = None
+) -> dict[str, int]:
+    """Say on stderr, one line per rule, which jobs of ``source`` the cleaning rules dropped
+    (nothing when none was); return :func:`dropped_jobs`."""
+    dropped = dropped_jobs(workload)
+    cleaning = workload.get("cleaning")
+    read = cleaning.get("input_jobs") if isinstance(cleaning, Mapping) else None
+    print_dropped(dropped, source, read if isinstance(read, int) else None, file)
+    return dropped
+
+
+def print_dropped(
+    dropped: Mapping[str, int],
+    source: str | Path,
+    read: int | None = None,
+    file: IO[str] | None = None,
+) -> None:
+    """One line per rule of ``dropped`` (:func:`dropped_jobs`) on stderr, naming ``source``."""
+    of = f" of {read:,}" if read is not None else ""
+    for rule, count in dropped.items():
+        what = DROP_RULE_TEXT.get(rule)
+        print(
+            f"batsched-ml: {Path(source).name}: {count:,}{of} job(s) dropped by the cleaning "
+            f"rule {rule}" + (f" ({what})" if what else ""),
+            file=sys.stderr if file is None else file,
+            flush=True,
+        )
