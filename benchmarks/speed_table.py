@@ -1,4 +1,4 @@
-"""The speed table of issue 20: what users wait for, measured as whole commands.
+"""The speed table: what users wait for, measured as whole commands, against its targets.
 
 Each row is one command run from process start to exit (``python -m batsched_ml ...`` with the
 code tree on ``PYTHONPATH``, from an empty folder), ``--repeat`` times (default 3); printed per
@@ -9,6 +9,7 @@ of the command and the processes it waited for) and the issue's target, as a mar
     python benchmarks/speed_table.py --rows kth hpc2n --repeat 5
     python benchmarks/speed_table.py --compare /tmp/tree_base         # before/after, one run
     python benchmarks/speed_table.py --rows campaign tests            # the long rows (~1 h each)
+    python benchmarks/speed_table.py --python                         # and without compiled parts
     python benchmarks/speed_table.py --ci                             # tiny inputs, 1 repetition
 
 ``--compare OTHER_TREE`` runs the same commands with another code tree (e.g. ``git archive
@@ -16,6 +17,9 @@ of the command and the processes it waited for) and the issue's target, as a mar
 same machine load, and adds that tree's figures, the ratio of the medians (this / other) and
 whether the two trees wrote byte-identical result files (``jobs.csv``, ``predictions.csv``,
 ``classification.csv``, ``summary.json``) for each replay row.
+
+``--python`` runs every row a second time with ``BATSCHED_ML_KERNEL=python`` (no compiled part:
+what an install without a C compiler runs), interleaved, and adds its figures and the ratio.
 
 ``--ci`` replaces every trace by the shipped KTH-SP2 trace's first jobs and the paper campaign
 by a two-run campaign on them, with one repetition: a smoke test of the script and the commands
@@ -25,7 +29,10 @@ Rows (``--rows``; ``campaign`` and ``tests`` run only when named):
 
 * ``help``, ``version``: ``batsched-ml --help`` / ``--version``;
 * ``kth``, ``hpc2n``: FCFS-EASY replays of KTH-SP2 (the shipped trace, 28,467 jobs) and the full
-  HPC2N (202,871 jobs);
+  HPC2N (202,871 jobs); ``kth-wfp``, ``hpc2n-spf``, ...: the same under each other queue order;
+* ``ricc-POLICY``, ``curie-POLICY`` (only when named): the base replays of the two largest traces,
+  RICC (447,794 jobs, 8,192 processors) and CEA-Curie (312,826 jobs, 93,312 processors), the cost
+  per job as traces and machines grow;
 * ``kth-class``, ``hpc2n-class``, ``sdsc-class``: ``--variant classification-idempotent`` on
   KTH-SP2, HPC2N and SDSC-SP2 (54,034 jobs after cleaning, the issue's 56,000-job trace:
   the nearest of ../shared/traces);
@@ -53,6 +60,9 @@ from pathlib import Path
 from _common import KTH, ROOT, TRACES
 
 HPC2N_NAME = "HPC2N-2002-2.2-cln"
+RICC_NAME = "RICC-2010-2"
+CURIE_NAME = "CEA-Curie-2011-2.1-cln"
+POLICIES = ("fcfs", "wfp", "spf", "saf")
 SDSC_NAME = "SDSC-SP2-1998-4.2-cln"
 RESULT_FILES = ("jobs.csv", "predictions.csv", "classification.csv", "summary.json")
 CI_JOBS = 1500  # the KTH head replayed by --ci (a few weeks: the classification trains)
@@ -176,10 +186,10 @@ ROWS: dict[str, Row] = {
     ),
     "hpc2n-class": Row(
         "full HPC2N classification-idempotent",
-        "<= 30 s",
+        "<= 20 s",
         _replay(HPC2N_NAME, *CLASS),
         outputs=True,
-        targets=(30.0, None),
+        targets=(20.0, None),
     ),
     "sdsc-class": Row(
         "SDSC-SP2 (54,034 jobs) classification-idempotent",
@@ -190,10 +200,10 @@ ROWS: dict[str, Row] = {
     ),
     "campaign": Row(
         "paper campaign (campaigns/paper.toml, 100 replays)",
-        "<= 15 min",
+        "<= 10 min",
         lambda ctx, out: ["-m", "batsched_ml", "campaign", str(ctx.campaign(out)), "-q"],
         long=True,
-        targets=(900.0, None),
+        targets=(600.0, None),
     ),
     "tests": Row(
         "the README's test command (`python -m pytest`)",
@@ -204,6 +214,33 @@ ROWS: dict[str, Row] = {
         targets=(300.0, None),
     ),
 }
+
+
+for _policy in POLICIES[1:]:
+    ROWS[f"kth-{_policy}"] = Row(
+        f"KTH-SP2 {_policy.upper()}-EASY",
+        "<= 1 s",
+        _replay(None, "--policy", _policy),
+        outputs=True,
+        targets=(1.0, None),
+    )
+    ROWS[f"hpc2n-{_policy}"] = Row(
+        f"full HPC2N {_policy.upper()}-EASY",
+        "<= 4 s, <= 400 MiB",
+        _replay(HPC2N_NAME, "--policy", _policy),
+        outputs=True,
+        targets=(4.0, 400.0),
+    )
+for _policy in POLICIES:
+    for _key, _name, _label in (("ricc", RICC_NAME, "RICC"), ("curie", CURIE_NAME, "CEA-Curie")):
+        ROWS[f"{_key}-{_policy}"] = Row(
+            f"{_label} {_policy.upper()}-EASY",
+            "<= 15 s",
+            _replay(_name, "--policy", _policy),
+            long=True,
+            outputs=True,
+            targets=(15.0, None),
+        )
 
 
 @dataclass
@@ -225,9 +262,24 @@ def _seconds(value: float) -> str:
     return f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
-def run_once(command: list[str], tree: Path, cwd: Path) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Side:
+    """What runs a row: a code tree and the environment it runs with."""
+
+    tree: Path
+    python: bool = False  # BATSCHED_ML_KERNEL=python: no compiled part
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, PYTHONPATH=str(self.tree))
+        env.pop("BATSCHED_ML_KERNEL", None)
+        if self.python:
+            env["BATSCHED_ML_KERNEL"] = "python"
+        return env
+
+
+def run_once(command: list[str], side: Side, cwd: Path) -> tuple[float, float]:
     """Wall seconds from spawn to exit, and the child's peak resident memory in MiB."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = side.env()
     started = time.perf_counter()
     process = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -268,20 +320,21 @@ def label_of(tree: Path) -> str:
 
 
 def measure(
-    names: list[str], trees: list[Path], repeat: int, ctx: Context, echo: Callable[[str], None]
+    names: list[str], sides: list[Side], repeat: int, ctx: Context, echo: Callable[[str], None]
 ) -> dict[str, list[Runs]]:
     results: dict[str, list[Runs]] = {}
     for name in names:
         row = ROWS[name]
-        runs = [Runs() for _ in trees]
+        runs = [Runs() for _ in sides]
         results[name] = runs
         for i in range(repeat):
-            for side, tree in enumerate(trees):
+            for side, where in enumerate(sides):
+                tree = where.tree
                 out = ctx.scratch / f"{name}-{side}-{i}"
                 with tempfile.TemporaryDirectory(dir=ctx.scratch) as empty:
                     command = [sys.executable, *row.args(ctx, out)]
                     cwd = tree if row.in_tree else Path(empty)
-                    seconds, peak = run_once(command, tree, cwd)
+                    seconds, peak = run_once(command, where, cwd)
                 runs[side].seconds.append(seconds)
                 runs[side].peaks.append(peak)
                 previous = runs[side].output
@@ -293,18 +346,23 @@ def measure(
 
 
 def table(
-    names: list[str], trees: list[Path], results: dict[str, list[Runs]], repeat: int
+    names: list[str], sides: list[Side], results: dict[str, list[Runs]], repeat: int
 ) -> list[str]:
-    labels = [label_of(t) for t in trees]
+    labels = [label_of(side.tree) for side in sides]
     header = ["what", "target", f"this tree ({labels[0]})"]
-    if len(trees) > 1:
-        header += [f"other tree ({labels[1]})", "ratio", "result files"]
+    if len(sides) > 1:
+        if sides[1].python:
+            header += ["no compiled part", "ratio (no compiled / compiled)", "result files"]
+        else:
+            header += [f"other tree ({labels[1]})", "ratio", "result files"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in names:
         row, runs = ROWS[name], results[name]
         cells = [row.label, row.target, runs[0].cell()]
-        if len(trees) > 1:
+        if len(sides) > 1:
             ratio = statistics.median(runs[0].seconds) / statistics.median(runs[1].seconds)
+            if sides[1].python:
+                ratio = 1 / ratio
             same = "-"
             if row.outputs and runs[0].output and runs[1].output:
                 same = same_outputs(runs[0].output, runs[1].output)
@@ -326,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="+", choices=list(ROWS), metavar="ROW", help="rows to run")
     parser.add_argument("--repeat", type=int, help="runs per row and tree (default: 3, --ci 1)")
     parser.add_argument("--compare", type=Path, metavar="OTHER_TREE", help="a second code tree")
+    parser.add_argument(
+        "--python", action="store_true", help="the second side: this tree, no compiled part"
+    )
     parser.add_argument("--tree", type=Path, default=ROOT, help="the code tree (default: this)")
     parser.add_argument("--ci", action="store_true", help="tiny inputs, one repetition")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="run in DIR and keep outputs")
@@ -333,12 +394,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = args.rows or [n for n, row in ROWS.items() if not row.long]
     repeat = args.repeat or (1 if args.ci else 3)
-    trees = [args.tree.resolve()]
+    sides = [Side(args.tree.resolve())]
+    if args.compare is not None and args.python:
+        raise SystemExit("--compare and --python: one second side at a time")
     if args.compare is not None:
-        trees.append(args.compare.resolve())
-    for tree in trees:
-        if not (tree / "batsched_ml" / "__init__.py").exists():
-            raise SystemExit(f"{tree} holds no batsched_ml package")
+        sides.append(Side(args.compare.resolve()))
+    if args.python:
+        sides.append(Side(args.tree.resolve(), python=True))
+    for side in sides:
+        if not (side.tree / "batsched_ml" / "__init__.py").exists():
+            raise SystemExit(f"{side.tree} holds no batsched_ml package")
 
     def echo(text: str) -> None:
         if not args.quiet:
@@ -348,8 +413,8 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp) if args.keep is None else args.keep.resolve()
         scratch.mkdir(parents=True, exist_ok=True)
         ctx = Context(scratch, args.ci)
-        results = measure(names, trees, repeat, ctx, echo)
-        print("\n".join(table(names, trees, results, repeat)))
+        results = measure(names, sides, repeat, ctx, echo)
+        print("\n".join(table(names, sides, results, repeat)))
     return 0
 
 

@@ -53,6 +53,15 @@ def test_the_long_rows_build_their_commands(tmp_path: Path) -> None:
     campaign = tomllib.loads(config.read_text())["campaign"]
     assert (Path(campaign["trace_dir"]) / f"{campaign['traces'][0]}.swf.gz").exists()
     assert speed_table.ROWS["tests"].in_tree and speed_table.ROWS["tests"].long
-    assert not any(
-        row.long for name, row in speed_table.ROWS.items() if name not in ("campaign", "tests")
-    )
+    long = {name for name, row in speed_table.ROWS.items() if row.long}
+    big = {f"{trace}-{policy}" for trace in ("ricc", "curie") for policy in speed_table.POLICIES}
+    assert long == {"campaign", "tests"} | big
+    for name in big:  # the largest traces, under each queue order
+        args = speed_table.ROWS[name].args(ctx, tmp_path / name)
+        assert "--policy" in args and args[args.index("--policy") + 1] == name.split("-")[1]
+
+
+def test_the_python_side_runs_without_compiled_parts() -> None:
+    side = speed_table.Side(ROOT, python=True)
+    assert side.env()["BATSCHED_ML_KERNEL"] == "python"
+    assert "BATSCHED_ML_KERNEL" not in speed_table.Side(ROOT).env()
