@@ -56,6 +56,7 @@ staying clear of ordinary waits, so that it does not turn SPF and SAF into FCFS 
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -506,6 +507,8 @@ class BatchScheduler:
         if not starving:
             return queue
         starving.sort(key=lambda entry: (entry.subtime, entry.seq))
+        if len(starving) <= len(queue) and all(map(operator.is_, starving, queue)):
+            return queue  # already first, in that order (FCFS's oldest jobs): no copy
         chosen = {id(entry) for entry in starving}
         return starving + [entry for entry in queue if id(entry) not in chosen]
 
