@@ -231,6 +231,13 @@ for _policy in POLICIES[1:]:
         outputs=True,
         targets=(4.0, 400.0),
     )
+ROWS["hpc2n-plugin"] = Row(
+    "full HPC2N, a plug-in order identical to FCFS",
+    "<= 1.5 x FCFS",
+    _replay(HPC2N_NAME, "--policy", "tests.plugin_parts:ArrivalOrder"),
+    outputs=True,
+    targets=(None, None),
+)
 for _policy in POLICIES:
     for _key, _name, _label in (("ricc", RICC_NAME, "RICC"), ("curie", CURIE_NAME, "CEA-Curie")):
         ROWS[f"{_key}-{_policy}"] = Row(
@@ -376,6 +383,39 @@ def table(
     return lines
 
 
+def write_json(
+    path: Path, names: list[str], sides: list[Side], results: dict[str, list[Runs]], repeat: int
+) -> None:
+    """The figures as data: what ``benchmarks/speed_page.py`` turns into the docs' tables."""
+    import json
+
+    rows = []
+    for name in names:
+        row, runs = ROWS[name], results[name]
+        entry: dict[str, object] = {
+            "row": name,
+            "label": row.label,
+            "target": row.target,
+            "targets": list(row.targets),
+            "seconds": [round(x, 3) for x in runs[0].seconds],
+            "peaks": [round(x, 1) for x in runs[0].peaks],
+        }
+        if len(sides) > 1:
+            entry["other_seconds"] = [round(x, 3) for x in runs[1].seconds]
+            entry["other_peaks"] = [round(x, 1) for x in runs[1].peaks]
+            if row.outputs and runs[0].output and runs[1].output:
+                entry["result_files"] = same_outputs(runs[0].output, runs[1].output)
+        rows.append(entry)
+    data = {
+        "date": date.today().isoformat(),
+        "cores": os.cpu_count(),
+        "repeat": repeat,
+        "other": None if len(sides) == 1 else ("python" if sides[1].python else "tree"),
+        "rows": rows,
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -391,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ci", action="store_true", help="tiny inputs, one repetition")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="run in DIR and keep outputs")
     parser.add_argument("-q", "--quiet", action="store_true", help="only the table")
+    parser.add_argument(
+        "--json", type=Path, metavar="FILE", help="also write the figures (speed_page.py reads it)"
+    )
     args = parser.parse_args(argv)
     names = args.rows or [n for n, row in ROWS.items() if not row.long]
     repeat = args.repeat or (1 if args.ci else 3)
@@ -415,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
         ctx = Context(scratch, args.ci)
         results = measure(names, sides, repeat, ctx, echo)
         print("\n".join(table(names, sides, results, repeat)))
+        if args.json is not None:
+            write_json(args.json, names, sides, results, repeat)
     return 0
 
 

@@ -42,3 +42,13 @@ class EstimateOnly:
 
 
 NOT_A_CLASS = 42
+
+
+class ArrivalOrder:
+    """A plug-in queue order identical to FCFS (submission time, then arrival): a researcher's
+    new order before its first edit."""
+
+    dynamic = False
+
+    def key(self, job: Any, now: float) -> tuple[float, float, int]:
+        return (job.subtime, job.subtime, job.seq)

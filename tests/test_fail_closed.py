@@ -68,3 +68,22 @@ def test_every_setting_a_base_run_reads_changes_its_schedule(
     workload = workload_head(kth_workload, 2000)
     base = run_replay(workload, ReplayConfig()).rows
     assert (run_replay(workload, ReplayConfig(**options)).rows != base) is changed
+
+
+def test_a_plug_in_order_identical_to_fcfs_gives_fcfs_job_table(
+    kth_workload: dict[str, Any], tmp_path: Any
+) -> None:
+    """A new queue order is decided by the same scheduler and simulated by the same simulator
+    as FCFS: the same job table, byte for byte (and, measured by benchmarks/speed_table.py's
+    hpc2n-plugin row, in FCFS's time)."""
+    from batsched_ml.outputs import write_replay
+
+    workload = workload_head(kth_workload, 3000)
+    fcfs = run_replay(workload, ReplayConfig())
+    plugin = run_replay(workload, ReplayConfig(policy="tests.plugin_parts:ArrivalOrder"))
+    assert fcfs.engine == plugin.engine
+    write_replay(fcfs, tmp_path / "fcfs")
+    write_replay(plugin, tmp_path / "plugin")
+    assert (tmp_path / "fcfs" / "jobs.csv").read_bytes() == (
+        tmp_path / "plugin" / "jobs.csv"
+    ).read_bytes()

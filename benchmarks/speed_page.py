@@ -1,0 +1,165 @@
+"""Write docs/speed.md and the README's speed table from the figures ``speed_table.py`` saved.
+
+Usage::
+
+    python benchmarks/speed_table.py --python --json benchmarks/results/speed.json
+    python benchmarks/speed_table.py --python --rows ricc-fcfs ... --json benchmarks/results/speed-big.json
+    python benchmarks/speed_page.py benchmarks/results/speed.json benchmarks/results/speed-big.json
+
+The page is this script's text with the measured tables in it, nothing else:
+``tests/test_speed_page.py`` renders the saved figures again and compares, so a number on the
+page is always one the script measured, and the page changes only when the figures do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "speed.md"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- speed table: benchmarks/speed_page.py -->", "<!-- end of speed table -->"
+
+TEMPLATE = """\
+# Speed
+
+What users wait for is the whole command, so `benchmarks/speed_table.py` runs each one as a
+user would (`python -m batsched_ml ...` from an empty folder), {repeat} times, and reports the
+median wall time (min-max) and the command's peak resident memory, next to its target. With
+`--python` each row runs a second time, interleaved, with `BATSCHED_ML_KERNEL=python`: what an
+install without a C compiler runs. The machine's speed drifts from hour to hour: compare the
+ratios of one run, not absolute times of two.
+
+## The table
+
+Measured on {date}, {cores} cores:
+
+{table}
+
+"result files" says whether both sides wrote the same `jobs.csv`, `predictions.csv`,
+`classification.csv` and `summary.json`, byte for byte.
+
+## Where the time goes, and why it is built this way
+
+A replay is Batsim's side (the simulator) and the scheduler's side, talking message by message.
+
+- **The scheduler is Python, one source for every run.** Queue orders, EASY, the predictors,
+  the dispatchers, the classifier and the safeguard exist once, in `batsched_ml/scheduler/`
+  and `batsched_ml/predict/`, and every replay, whatever its policy, variant or plug-in, is
+  decided by them: an edit there reaches every run, and a plug-in queue order identical to
+  FCFS gives FCFS's job table in FCFS's time.
+- **The simulator is compiled.** `batsched_ml/sim/_csim.c` is Batsim's actors on SimGrid's
+  kernel, transcribed from the Python simulator (`batsched_ml/sim/simulator.py`, which stays
+  the reference). At each message it builds the protocol's typed events and calls the
+  scheduler's `handle`. The tests compare the two simulators message by message and file by
+  file (`tests/test_compiled_sim.py`), and both against real Batsim 4.2.1's recordings,
+  the whole CTC-SP2 trace included. It simulates static workloads and dynamic jobs (the
+  classified variants' resubmissions); a run it does not take (forwarded profiles, several
+  workloads, a workload it is not sure of) runs on the reference, with the same results.
+- **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
+  costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
+  93,312 processors) cost per job what the small ones do.
+- **The scheduler is not compiled.** Compiling its Python source (mypyc, Cython's pure-Python
+  mode) is the way left to make it faster without a second copy; it would also make a stale
+  build a silent wrong result after an edit, so it needs the same staleness check the C parts
+  have (each is used only when built from the very source beside it) before it can be used.
+- **A classified run also waits for its side trainer**: a week's forest is trained on the jobs
+  finished before the week starts, and the week's first job needs it
+  (`benchmarks/trainer_wait.py` measures the wait). The training set-up (`--max-samples`, a
+  quarter of the training set per tree by default) is the
+  [classification page](classification.md)'s.
+
+## The other benchmarks
+
+Each script in `benchmarks/` says in its docstring what it measures and prints; among them:
+`bench_compiled_sim.py` (the compiled simulator against the Python one, the same scheduler),
+`bench_alloc.py` (machine sets against machine-wide bitmasks), `golden_check.py` (the golden
+set of run outputs that a change to the code must leave byte-identical), `trainer_wait.py`,
+`gc_passes.py` (the garbage collector's passes during a replay).
+"""
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def _cell(seconds: list[float], peaks: list[float]) -> str:
+    text = _seconds(statistics.median(seconds))
+    if len(seconds) > 1:
+        text += f" ({_seconds(min(seconds))}-{_seconds(max(seconds))})"
+    return f"{text} s, {statistics.median(peaks):.0f} MiB"
+
+
+def _within(row: dict[str, Any]) -> str:
+    limit_seconds, limit_mib = row["targets"]
+    ok = limit_seconds is None or statistics.median(row["seconds"]) <= limit_seconds
+    ok = ok and (limit_mib is None or statistics.median(row["peaks"]) <= limit_mib)
+    return "yes" if ok else "**no**"
+
+
+def render_table(runs: list[dict[str, Any]]) -> str:
+    lines = [
+        "| what | target | compiled parts | within | no compiled part | ratio | result files |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for data in runs:
+        for row in data["rows"]:
+            cells = [row["label"], row["target"], _cell(row["seconds"], row["peaks"])]
+            cells.append(_within(row))
+            if "other_seconds" in row and data["other"] == "python":
+                ratio = statistics.median(row["other_seconds"]) / statistics.median(row["seconds"])
+                cells += [
+                    _cell(row["other_seconds"], row["other_peaks"]),
+                    f"{ratio:.2f}",
+                    row.get("result_files", "-"),
+                ]
+            else:
+                cells += ["-", "-", "-"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_page(runs: list[dict[str, Any]]) -> str:
+    first = runs[0]
+    return TEMPLATE.format(
+        repeat=first["repeat"],
+        date=first["date"],
+        cores=first["cores"],
+        table=render_table(runs),
+    )
+
+
+def readme_block(runs: list[dict[str, Any]]) -> str:
+    return (
+        f"{BEGIN}\n{render_table(runs)}\n\nMeasured on {runs[0]['date']} by "
+        f"`benchmarks/speed_table.py` (whole commands, median of {runs[0]['repeat']}); "
+        f"more in [Speed](docs/speed.md).\n{END}"
+    )
+
+
+def with_readme_block(text: str, runs: list[dict[str, Any]]) -> str:
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    return text[:start] + readme_block(runs) + text[end:]
+
+
+def load(paths: list[Path]) -> list[dict[str, Any]]:
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("figures", nargs="+", type=Path, help="speed_table.py --json files")
+    args = parser.parse_args(argv)
+    runs = load(args.figures)
+    PAGE.write_text(render_page(runs))
+    README.write_text(with_readme_block(README.read_text(), runs))
+    print(f"wrote {PAGE.relative_to(ROOT)} and the table of {README.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

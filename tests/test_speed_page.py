@@ -1,0 +1,39 @@
+"""docs/speed.md and the README's speed table are what ``benchmarks/speed_page.py`` writes from
+the figures ``benchmarks/speed_table.py`` saved (``benchmarks/results/speed*.json``): a number
+on those pages is one the script measured, never typed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import speed_page  # noqa: E402
+import speed_table  # noqa: E402
+
+FIGURES = sorted((ROOT / "benchmarks" / "results").glob("speed*.json"))
+
+
+def test_the_speed_page_is_the_scripts_rendering_of_the_saved_figures() -> None:
+    assert FIGURES, "no saved figures: run speed_table.py --json, then speed_page.py"
+    runs = speed_page.load(FIGURES)
+    assert (ROOT / "docs" / "speed.md").read_text() == speed_page.render_page(runs)
+    readme = (ROOT / "README.md").read_text()
+    assert speed_page.with_readme_block(readme, runs) == readme
+    assert len((ROOT / "docs" / "speed.md").read_text().splitlines()) <= 150
+
+
+def test_the_saved_figures_are_rows_of_the_table() -> None:
+    for run in speed_page.load(FIGURES):
+        for row in run["rows"]:
+            assert row["label"] == speed_table.ROWS[row["row"]].label
+            assert row["target"] == speed_table.ROWS[row["row"]].target
+
+
+def test_the_within_column_judges_the_median_against_the_target() -> None:
+    row = {"targets": [4.0, 400.0], "seconds": [3.0, 5.0, 3.5], "peaks": [390, 390, 390]}
+    assert speed_page._within(row) == "yes"
+    row["peaks"] = [401, 401, 401]
+    assert speed_page._within(row) == "**no**"
