@@ -521,3 +521,56 @@ def test_protocol_5_refuses_a_batsim_4() -> None:
     thread.join(30)
     socket.close(linger=0)
     assert "Batsim 4 message" in str(outcome["error"])
+
+
+# --- a classified run, every message through Batsim 5's JSON --------------------------------
+
+
+def test_a_classified_run_through_batsim_5_json_makes_batsim_4s_decisions() -> None:
+    """The kill-and-resubmit safeguard over Batsim 5's protocol: the embedded Batsim's
+    messages written as Batsim 5 JSON, the scheduler's replies too, both read back; the
+    scheduler decides as it does over Batsim 4 (the kill at the divider, the resubmitted
+    job's profile and job registered, acknowledged and run, the registration finished)."""
+    from batsched_ml.replaying import calendar_of, make_peer_simulator, run_replay
+    from tests.test_classified import SCENARIO, FixedTrainer
+
+    config = ReplayConfig(policy="fcfs", variant="classification-idempotent")
+    direct: list[Message] = []
+    run_replay(SCENARIO, config, trainer=FixedTrainer(), on_reply=direct.append)
+
+    scheduler = make_scheduler(config, calendar=calendar_of(SCENARIO), trainer=FixedTrainer())
+    sim = make_peer_simulator(SCENARIO, config)
+    batsim, edc = Batsim5Codec(features_for(config)), Batsim5Codec(features_for(config))
+    replies, texts = [], []
+    message = sim.start()
+    while message is not None:
+        sent = json.dumps(batsim.dump_message(message))
+        reply = scheduler.handle(edc.from_batsim(sent))
+        replies.append(reply)
+        texts.append(edc.to_batsim(reply))
+        message = sim.step(batsim.parse_message(json.loads(texts[-1])))
+    # the same decisions, but for the numbers' types (Batsim 5 sends 300.0 for 300) and the
+    # extra fields' way (in the job's extra_data): compared as Batsim 5 JSON
+    ours, theirs = Batsim5Codec(), Batsim5Codec()
+    assert [ours.dump_message(r) for r in replies] == [theirs.dump_message(r) for r in direct]
+    assert len(replies) == len(direct) > 10
+    kinds = [e["event_type"] for text in texts for e in json.loads(text)["events"]]
+    for kind in ("KillJobsEvent", "RegisterProfileEvent", "RegisterJobEvent"):
+        assert kinds.count(kind) == 1, kind
+    assert kinds.count("FinishRegistrationEvent") == 1
+    assert scheduler.registration_finished and not scheduler.waiting and not scheduler.running
+    registered = next(
+        e["event"]
+        for text in texts
+        for e in json.loads(text)["events"]
+        if e["event_type"] == "RegisterJobEvent"
+    )
+    assert registered == {
+        "job_id": "w0_resub!2_r1",
+        "job": {
+            "resource_request": 2,
+            "walltime": 600.0,
+            "extra_data": '{"user": 1, "resubmission_of": "w0!2"}',
+            "profile_id": "w0_resub!d300__2_r1",
+        },
+    }

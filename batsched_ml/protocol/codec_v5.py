@@ -231,9 +231,23 @@ def _profile_id(profile: str, workload: str) -> str:
     return profile if "!" in profile else f"{workload}!{profile}"
 
 
+def _extra_fields(text: str) -> dict[str, Any]:
+    """The fields a job's ``extra_data`` holds when it is a JSON object (as :func:`_job_v5`
+    writes a Batsim 4 job's extra fields), but for Batsim 4's own; else none."""
+    try:
+        fields = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(fields, dict):
+        return {}
+    return {k: v for k, v in fields.items() if k not in (*_JOB_FIELDS, "extra_data", "rigid")}
+
+
 def _job_v4(job_id: str, value: Any, kind: str, name: str, subtime: float | None) -> dict[str, Any]:
     """A batprotocol ``Job`` -> Batsim 4's job object ``{id, subtime, res, profile, walltime}``
-    (``extra_data`` and ``rigid`` kept when not empty/true)."""
+    (``extra_data`` and ``rigid`` kept when not empty/true; the fields of an ``extra_data``
+    that is a JSON object become fields of the job, as Batsim 4 gives a workload's extra
+    fields)."""
     data = _object(value, kind, name)
     workload = job_id.partition("!")[0]
     job: dict[str, Any] = {"id": job_id}
@@ -249,6 +263,7 @@ def _job_v4(job_id: str, value: Any, kind: str, name: str, subtime: float | None
         job["walltime"] = _number(walltime, kind, f"{name}.walltime")
     extra_data = data.get("extra_data")
     if extra_data is not None and _string(extra_data, kind, f"{name}.extra_data"):
+        job.update(_extra_fields(extra_data))
         job["extra_data"] = extra_data
     if "rigid" in data and not _boolean(data["rigid"], kind, f"{name}.rigid"):
         job["rigid"] = False
@@ -265,9 +280,9 @@ def _job_v5(job: dict[str, Any], workload: str, *, submitted: bool) -> dict[str,
         out["walltime"] = float(walltime)
     elif submitted:
         out["walltime"] = None
-    extra_data = job.get("extra_data")
-    if extra_data is None:
-        others = {k: v for k, v in job.items() if k not in (*_JOB_FIELDS, "extra_data", "rigid")}
+    others = {k: v for k, v in job.items() if k not in (*_JOB_FIELDS, "extra_data", "rigid")}
+    extra_data = job.get("extra_data")  # the text the fields came from, kept if still theirs
+    if not isinstance(extra_data, str) or (others and _extra_fields(extra_data) != others):
         extra_data = json.dumps(others) if others else ""
     if extra_data or submitted:
         out["extra_data"] = extra_data
