@@ -415,41 +415,53 @@ class FakeBatsim5:
         self.socket.close(linger=0)
 
 
+class Serving:
+    """:func:`batsched_ml.transport_v5.serve` in a thread, on a free port (``endpoint``);
+    ``outcome``: its ``count`` and ``protocol``, or the ``error`` it raised."""
+
+    def __init__(self, handler: Any, **kwargs: Any) -> None:
+        self.outcome: dict[str, Any] = {}
+        self.endpoint = ""
+        ready = threading.Event()
+
+        def on_bound(endpoint: str) -> None:
+            self.endpoint = endpoint
+            ready.set()
+
+        def run() -> None:
+            try:
+                self.outcome["count"] = serve(
+                    "tcp://127.0.0.1:*",
+                    handler,
+                    timeout=20,
+                    on_bound=on_bound,
+                    on_protocol=lambda found: self.outcome.setdefault("protocol", found),
+                    **kwargs,
+                )
+            except BaseException as exc:  # reported by the test
+                self.outcome["error"] = exc
+                ready.set()
+
+        self.thread = threading.Thread(target=run)
+        self.thread.start()
+        assert ready.wait(20)
+
+    def join(self) -> dict[str, Any]:
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+        return self.outcome
+
+
 @pytest.mark.parametrize("name", ["fcfs_small", "reject"])
 def test_serve_answers_a_batsim_5_over_zeromq(name: str) -> None:
     config = config_of(CASES[name])
-    scheduler = make_scheduler(config)
-    bound: list[str] = []
-    ready = threading.Event()
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        def on_bound(endpoint: str) -> None:
-            bound.append(endpoint)
-            ready.set()
-
-        try:
-            outcome["count"] = serve(
-                "tcp://127.0.0.1:*",
-                scheduler.handle,
-                features=features_for(config),
-                timeout=20,
-                on_bound=on_bound,
-                on_protocol=lambda found: outcome.setdefault("protocol", found),
-            )
-        except BaseException as exc:  # reported by the test
-            outcome["error"] = exc
-            ready.set()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert ready.wait(20)
-    batsim = FakeBatsim5(bound[0])
+    serving = Serving(make_scheduler(config).handle, features=features_for(config))
+    batsim = FakeBatsim5(serving.endpoint)
     try:
         hello, replies = batsim.replay(name)
     finally:
         batsim.close()
-        thread.join(30)
+        outcome = serving.join()
     assert "error" not in outcome, outcome.get("error")
     assert outcome["protocol"] == 5
     assert outcome["count"] == len(replies)
@@ -458,6 +470,51 @@ def test_serve_answers_a_batsim_5_over_zeromq(name: str) -> None:
     assert event["decision_component_name"] == "batsched-ml"
     assert event["requested_simulation_features"] == {}
     assert replies == messages(name, "edc->batsim")
+
+
+def test_serve_answers_a_batsim_4_on_the_same_socket() -> None:
+    """protocol auto, a Batsim 4 replaying its fcfs_small recording: Batsim 4's decisions."""
+    from tests.conftest import load_case
+
+    case = load_case("fcfs_small")
+    serving = Serving(make_scheduler(config_of(False)).handle)
+    socket = zmq.Context.instance().socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(serving.endpoint)
+    replies = []
+    try:
+        for record in case.records:
+            if record["dir"] == "batsim->sched":
+                socket.send_string(json.dumps(record["msg"]))
+                assert socket.poll(20_000)
+                replies.append(json.loads(socket.recv()))
+    finally:
+        socket.close(linger=0)
+        outcome = serving.join()
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["protocol"] == 4
+    assert replies == [r["msg"] for r in case.records if r["dir"] == "sched->batsim"]
+
+
+@pytest.mark.parametrize(
+    ("protocol", "first", "says"),
+    [
+        ("5", b'{"now": 0.0, "events": []}', "a Batsim 4 message"),
+        ("4", b"\0\0\0\0", "is the peer Batsim 5 or later"),
+    ],
+)
+def test_a_forced_protocol_refuses_the_other_batsim(protocol: str, first: bytes, says: str) -> None:
+    serving = Serving(lambda message: message, protocol=protocol)
+    socket = zmq.Context.instance().socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(serving.endpoint)
+    try:
+        socket.send(first)
+        outcome = serving.join()
+    finally:
+        socket.close(linger=0)
+    assert isinstance(outcome["error"], ProtocolError)
+    assert says in str(outcome["error"])
 
 
 def test_the_command_line_serves_batsim_5(tmp_path: Path) -> None:
@@ -494,33 +551,6 @@ def test_the_command_line_serves_batsim_5(tmp_path: Path) -> None:
     assert replies == messages("easy_backfill", "edc->batsim")
     status = json.loads((tmp_path / "out" / "serve.json").read_text())
     assert status["status"] == "complete" and not status["waiting"] and not status["running"]
-
-
-def test_protocol_5_refuses_a_batsim_4() -> None:
-    bound: list[str] = []
-    ready = threading.Event()
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        def on_bound(endpoint: str) -> None:
-            bound.append(endpoint)
-            ready.set()
-
-        try:
-            serve("tcp://127.0.0.1:*", lambda m: m, protocol="5", timeout=20, on_bound=on_bound)
-        except ProtocolError as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert ready.wait(20)
-    socket = zmq.Context.instance().socket(zmq.REQ)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(bound[0])
-    socket.send(b'{"now": 0.0, "events": []}')
-    thread.join(30)
-    socket.close(linger=0)
-    assert "Batsim 4 message" in str(outcome["error"])
 
 
 # --- a classified run, every message through Batsim 5's JSON --------------------------------
