@@ -7,25 +7,20 @@ in both directions, so that a parsed message dumps to the JSON it came from.
 
 What is translated, Batsim 5 -> Batsim 4:
 
-=====================================  =============================================================
-``SimulationBeginsEvent``              ``SimulationBegins``: ``host_number`` -> ``nb_resources``,
-                                       ...; forwarded profiles ``w0!delay_10`` -> ``profiles["w0"]
-                                       ["delay_10"]``; ``config`` says which features were requested
-                                       (``dynamic-jobs-enabled``, ...) and holds the EDC init string
-                                       as ``sched-config`` (Batsim 5's ``-s ENDPOINT INIT_STRING``)
-``JobSubmittedEvent``                  ``JobSubmitted``: ``job`` = ``{id, subtime, res, profile,
-                                       walltime}`` (``walltime`` absent when Batsim 5 sends
-                                       ``null``; ``profile`` without its ``workload!`` prefix)
-``AllStaticJobsHaveBeenSubmittedEvent`` ``Notify("no_more_static_job_to_submit")``
-``JobCompletedEvent``                  ``JobCompleted``: ``state`` -> ``job_state``; return code
-                                       4294967295 (uint32 -1) -> -1; ``alloc`` from the job's
-                                       ``ExecuteJobEvent`` (Batsim 5 does not send it: the codec
-                                       remembers every allocation it sees)
-``JobsKilledEvent``                    ``JobKilled``: ``job_progress[job] = {profile_name,
-                                       progress}`` for atomic profiles
-``RequestedCallEvent``                 ``RequestedCall``
-``SimulationEndsEvent``                ``SimulationEnds``
-=====================================  =============================================================
+- ``SimulationBeginsEvent`` -> ``SimulationBegins``: ``host_number`` -> ``nb_resources``, ...;
+  forwarded profiles ``w0!delay_10`` -> ``profiles["w0"]["delay_10"]``; ``config`` says which
+  features were requested (``dynamic-jobs-enabled``, ...) and holds the EDC init string as
+  ``sched-config`` (Batsim 5's ``-s ENDPOINT INIT_STRING``);
+- ``JobSubmittedEvent`` -> ``JobSubmitted``: ``job`` = ``{id, subtime, res, profile, walltime}``
+  (``walltime`` absent when Batsim 5 sends ``null``; ``profile`` without its ``workload!``
+  prefix; an ``extra_data`` holding a JSON object gives its keys as fields of the job);
+- ``AllStaticJobsHaveBeenSubmittedEvent`` -> ``Notify("no_more_static_job_to_submit")``;
+- ``JobCompletedEvent`` -> ``JobCompleted``: ``state`` -> ``job_state``; return code 4294967295
+  (uint32 -1) -> -1; ``alloc`` from the job's ``ExecuteJobEvent`` (Batsim 5 does not send it:
+  the codec remembers every allocation it sees);
+- ``JobsKilledEvent`` -> ``JobKilled``: ``job_progress[job] = {profile_name, progress}`` for
+  atomic profiles;
+- ``RequestedCallEvent`` -> ``RequestedCall``; ``SimulationEndsEvent`` -> ``SimulationEnds``;
 
 and the decisions, Batsim 4 -> Batsim 5: ``ExecuteJob`` -> ``ExecuteJobEvent`` (``host_allocation``
 plus the predefined placement ``SpreadOverHostsFirst``), ``RejectJob``, ``KillJob`` ->
