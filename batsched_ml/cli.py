@@ -551,7 +551,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from batsched_ml.replaying import make_scheduler
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.served import ServedRun, serve_and_record
-    from batsched_ml.transport import bind_rep, serve
+    from batsched_ml.transport import bind_rep
+    from batsched_ml.transport_v5 import features_for, serve
     from batsched_ml.workload.io import dropped_jobs, load_workload, print_dropped
 
     calendar = None
@@ -591,6 +592,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                             handler,
                             timeout=timeout,
                             on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
+                            protocol=args.protocol,
+                            features=features_for(config),
+                            on_protocol=lambda found: print(f"speaking Batsim {found}", flush=True),
                         ),
                         args.output,
                     )
@@ -822,11 +826,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        help="answer a real Batsim 4.2.1 over ZeroMQ",
+        help="answer a real Batsim (4.2.1 or 5) over ZeroMQ",
         description="Bind a ZeroMQ REP socket and schedule for the Batsim that connects to it "
-        "(batsim -s ENDPOINT) until SIMULATION_ENDS; exit 0 then.",
+        "(batsim -s ENDPOINT) until the simulation ends; exit 0 then.",
     )
     serve.add_argument("--socket", default="tcp://*:28000", help="default: tcp://*:28000")
+    serve.add_argument(
+        "--protocol",
+        choices=("auto", "4", "5"),
+        default="auto",
+        help="Batsim 4's or Batsim 5's protocol; auto (default): told by Batsim's first message",
+    )
     serve.add_argument(
         "--timeout",
         type=float,
