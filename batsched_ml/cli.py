@@ -816,7 +816,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Bind a ZeroMQ REP socket and schedule for the Batsim that connects to it "
         "(batsim -s ENDPOINT) until SIMULATION_ENDS; exit 0 then.",
     )
-    serve.add_argument("--socket", default="tcp://*:28000", help="default: tcp://*:28000")
+    serve.add_argument(
+        "--socket",
+        default="tcp://127.0.0.1:28000",
+        help="where to listen for Batsim (default: tcp://127.0.0.1:28000, this machine only; "
+        "tcp://*:28000 listens on every interface, as the docker compose set-up does)",
+    )
     serve.add_argument(
         "--timeout",
         type=float,
@@ -856,7 +861,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve weekly training requests over ZeroMQ; models go to STORE (skops files "
         "and manifest.json), the finished-job history to an SQLite database.",
     )
-    trainer.add_argument("--socket", default="tcp://*:28100", help="default: tcp://*:28100")
+    trainer.add_argument(
+        "--socket",
+        default="tcp://127.0.0.1:28100",
+        help="where to listen for the scheduler (default: tcp://127.0.0.1:28100, this machine "
+        "only; tcp://*:28100 listens on every interface, as the docker compose set-up does). "
+        "Only the run that owns the trainer (the first to greet it) can stop it",
+    )
     trainer.add_argument(
         "--store", default="models", metavar="DIR", help="model store (relative to here)"
     )

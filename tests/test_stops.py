@@ -104,11 +104,14 @@ def test_a_classified_replay_with_its_trainer_process_stops(tmp_path: Path, sig:
     )
     wait_until(lambda: processes_mentioning(f"--store {out}/models"))  # the trainer is up
     wait_until(lambda: running(out))
+    wait_until(lambda: (out / "trainer.sqlite-wal").exists())  # its history open
     err, seconds = stop(process, sig)
     assert_interrupted(process, sig, err, seconds)
     record = json.loads((out / "run.json").read_text())
     assert (record["status"], record["reason"]) == ("interrupted", "interrupted")
     wait_until(lambda: not processes_mentioning(f"--store {out}/models"), timeout=STOP_SECONDS)
+    # the trainer was killed (it may have been training): the run closed its history for it
+    assert sorted(p.name for p in out.glob("trainer.sqlite*")) == ["trainer.sqlite"]
 
 
 def test_a_cph_replay_stops_on_ctrl_c(tmp_path: Path) -> None:
