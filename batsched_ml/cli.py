@@ -691,7 +691,7 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def _print_message(self, message: str, file=None) -> None:  # type: ignore[override]
+    def _print_message(self, message: str, file=None) -> None:
         """argparse's, except that a reader of ``--help`` gone away is not ignored: the command
         line ends as any command whose reader went away (exit 141)."""
         if message:
