@@ -473,13 +473,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_campaign(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from batsched_ml.campaign import load_campaign, run_campaign
+    from batsched_ml.campaign import check_inputs, load_campaign, run_campaign
 
     campaign = load_campaign(args.config)
     if args.scheduler is not None:
         campaign.scheduler = args.scheduler
     if args.workers is not None:
         campaign.workers = args.workers
+    check_inputs(campaign)  # every trace there before anything runs or is written
     output_dir(campaign.output)
     with tqdm(total=len(campaign.runs), unit="run", disable=args.quiet) as bar:
 
