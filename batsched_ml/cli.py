@@ -46,6 +46,8 @@ def _stdout_gone() -> bool:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # replaced (tests) or closed
         return False
+    if not hasattr(select, "poll"):  # no way to tell: standard output is the likely pipe
+        return True
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     return any(events & select.POLLERR for _, events in poller.poll(0))

@@ -419,3 +419,14 @@ def test_collect_writes_the_predictions_as_the_replay_does(kth_workload, tmp_pat
     collected = (tmp_path / "collected" / "predictions.csv").read_text()
     assert collected == (tmp_path / "replayed" / "predictions.csv").read_text()
     assert collected.splitlines()[1].split(",")[1].isdigit()  # e.g. w0!1,14400,...
+
+
+def test_serve_and_the_trainer_listen_on_loopback_unless_told_otherwise() -> None:
+    """Neither listens on every interface by default (the compose file names ``tcp://*``
+    itself: tests/test_compose.py)."""
+    from batsched_ml.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["serve", "-o", "x"]).socket == "tcp://127.0.0.1:28000"
+    assert parser.parse_args(["trainer"]).socket == "tcp://127.0.0.1:28100"
+    assert parser.parse_args(["serve", "-o", "x", "--socket", "tcp://*:1"]).socket == "tcp://*:1"

@@ -367,3 +367,26 @@ def test_related_work_never_blanks_a_page_holding_more_runs(tmp_path: Path, caps
 def test_pages_and_reports_are_written_where_told_only(command: list[str], capsys) -> None:
     assert main(command) == 2
     assert "required: -o/--output" in one_line(capsys)
+
+
+def test_a_wait_for_a_peer_lets_a_signal_through_within_half_a_second() -> None:
+    """A SIGINT or SIGTERM that lands just before a wait for the peer begins is not acted on
+    until the wait returns (Python runs its handler between calls, and nothing interrupts the
+    wait): ``serve`` once took its whole 60 s peer timeout to stop on a loaded machine. The
+    waits of ``serve``, the Batsim stand-in and the trainer are cut into half-second polls."""
+    from batsched_ml.transport import wait_readable
+
+    class Silent:
+        def __init__(self) -> None:
+            self.waits: list[int] = []
+
+        def poll(self, milliseconds: int, flags: int = 0) -> int:
+            self.waits.append(milliseconds)
+            time.sleep(milliseconds / 1000)
+            return 0
+
+    socket = Silent()
+    started = time.monotonic()
+    assert wait_readable(socket, 1.2) is False
+    assert time.monotonic() - started >= 1.2
+    assert socket.waits and max(socket.waits) <= 500

@@ -369,9 +369,9 @@ def test_trainer_process_gives_the_same_job_table_as_in_process(
     kth_workload, trainer_process, tmp_path
 ) -> None:
     endpoint = trainer_process()
-    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60)
+    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60, run=RUN_A)
     served = classified(kth_workload, remote)
-    remote.close(stop=True)
+    assert remote.close(stop=True)  # the run that greeted the trainer stops it
     local = classified(kth_workload, None)
     assert served.rows == local.rows
     assert remote.events == []
@@ -516,7 +516,9 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
         tmp_path / "models", tmp_path / "t.sqlite", params, {FAULTS_VARIABLE: "delay=20:30"}
     )
     owned.start()
-    remote = RemoteTrainer(owned.endpoint, tmp_path / "models", params, deadline=5, process=owned)
+    remote = RemoteTrainer(
+        owned.endpoint, tmp_path / "models", params, deadline=5, process=owned, run=RUN_A
+    )
     remote.wait_ready(60)
     asked = remote.model_for
     used: dict[int, object] = {}

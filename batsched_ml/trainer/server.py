@@ -346,7 +346,7 @@ def run_trainer(
     if faults:
         log.warning("fault injection (%s): %s", FAULTS_VARIABLE, faults)
     service = TrainerService(ModelStore(store_dir), History(db_path), params, **faults)
-    from batsched_ml.transport import bind_rep
+    from batsched_ml.transport import bind_rep, wait_readable
 
     try:
         socket = bind_rep(endpoint, on_bound)
@@ -361,7 +361,7 @@ def run_trainer(
     try:
         log.info("trainer on %s, %d finished jobs stored", endpoint, service.history.size)
         while True:
-            if not _wait_for_request(socket, idle_timeout):
+            if not wait_readable(socket, idle_timeout):  # signals acted on meanwhile
                 log.warning("no request for %g s: stopping", idle_timeout)
                 return
             reply, stop = service.handle(socket.recv())
@@ -375,26 +375,6 @@ def run_trainer(
     finally:
         socket.close()
         service.history.close()
-
-
-#: The longest one wait for a request blocks: a SIGINT or SIGTERM that lands just before the
-#: wait begins (its Python handler not yet run) is acted on within this many seconds, instead
-#: of after the idle timeout (an hour for a run's trainer process).
-_WAIT_SLICE = 0.5
-
-
-def _wait_for_request(socket: Any, idle_timeout: float | None) -> bool:
-    """Whether a request came before ``idle_timeout`` seconds (``None``: wait for ever), waiting
-    in slices of :data:`_WAIT_SLICE` so that Python runs its signal handlers in between."""
-    deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
-    while True:
-        wait = _WAIT_SLICE
-        if deadline is not None:
-            wait = min(wait, max(0.0, deadline - time.monotonic()))
-        if socket.poll(int(wait * 1000)):
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
 
 
 def _import_training_libraries() -> None:
