@@ -845,7 +845,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--stop-trainer",
         action="store_true",
         help="ask the trainer at --trainer ENDPOINT to stop when the simulation ends (a "
-        "trainer dedicated to this run, as in the docker compose set-up)",
+        "trainer dedicated to this run, as in the docker compose set-up; a trainer obeys only "
+        "the run that owns it, the first to greet it)",
     )
     serve.add_argument(
         "-o",
