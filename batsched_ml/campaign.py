@@ -70,7 +70,7 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.errors import ConfigError, InputMissing, UserError
-from batsched_ml.registry import CORRECTIONS, DISPATCHERS, VARIANTS
+from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
 from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
 from batsched_ml.scheduler.policies import POLICIES
@@ -132,6 +132,9 @@ class RunSpec:
     #: the trace's file when the campaign names it by path (``/data/slice.swf``); ``""``: the
     #: trace named ``trace`` in the campaign's trace_dir (:func:`trace_path`)
     trace_file: str = ""
+    backfilling: bool = True  # False: list scheduling (``--no-backfilling``)
+    #: hours a job waits before it goes to the head of the queue; None: never
+    starvation_hours: float | None = STARVATION_THRESHOLD_HOURS
 
     def folder(self, output: Path) -> Path:
         """``TRACE/POLICY-VARIANT``, then the predictor, correction and dispatcher when they
@@ -152,6 +155,11 @@ class RunSpec:
                 parts.append(value)
             if options:
                 parts.extend(options.split(","))
+        if not self.backfilling:
+            parts.append("nobackfill")
+        if self.starvation_hours != STARVATION_THRESHOLD_HOURS:
+            hours = self.starvation_hours
+            parts.append("starve" + ("none" if hours is None else f"{hours:g}h"))
         if self.seed:
             parts.append(f"seed{self.seed}")
         if self.copy:
@@ -180,6 +188,10 @@ class RunSpec:
             predictor_params=_parse_options(self.predictor_options),
             dispatcher_params=_parse_options(self.dispatcher_options),
             classifier_params=_parse_options(self.classifier_options),
+            backfilling=self.backfilling,
+            starvation_threshold=(
+                None if self.starvation_hours is None else self.starvation_hours * 3600.0
+            ),
         )
         return dataclasses.replace(
             config, forest=dataclasses.replace(config.forest, random_state=self.seed)
@@ -223,6 +235,75 @@ class Campaign:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: Every key of a campaign file's ``[campaign]`` table (and of its ``[[campaign.grid]]`` tables,
+#: but ``output``, ``trace_dir`` and ``grid``), what it sets: a key not listed here is refused,
+#: so a misspelt or unsupported setting never runs as its default. docs/campaigns.md's
+#: reference is tested against it.
+CAMPAIGN_KEYS: dict[str, str] = {
+    "output": "the campaign's folder (default runs/campaign), relative to the file",
+    "trace_dir": "where traces named without a path are (default traces), relative to the file",
+    "traces": "trace names (NAME.swf.gz or NAME.swf in trace_dir) or paths to .swf / .swf.gz",
+    "policies": "queue orders (default: all): " + ", ".join(sorted(POLICIES)),
+    "variants": "variants (default: all): " + ", ".join(VARIANTS),
+    "seeds": "forest seeds, for the variants that train one (default [0])",
+    "copies": "shaken copies of each trace, the trace itself included (default 1)",
+    "shake_seconds": f"how far a shaken copy moves submissions (default {DEFAULT_SHAKE_SECONDS})",
+    "predictors": "runtime predictors (default [requested]): " + ", ".join(PREDICTORS),
+    "corrections": "walltime corrections (default [none]): " + ", ".join(CORRECTIONS),
+    "dispatchers": "dispatchers (default [easy]): " + ", ".join(DISPATCHERS),
+    "predictor_options": "a list of tables of predictor parameters, as --predictor-option",
+    "dispatcher_options": "a list of tables of dispatcher parameters, as --dispatcher-option",
+    "classifier_options": "a list of tables of classifier options, as --classifier-option",
+    "backfilling": "true (EASY, the default), false (list scheduling), or a list of both",
+    "starvation_threshold": "hours before a waiting job goes first (default 72), 'none' to "
+    "disable, or a list of them",
+    "grid": "[[campaign.grid]] tables: the campaign is the union of their products",
+}
+DASK_KEYS: dict[str, str] = {
+    "scheduler": "the address of an existing Dask cluster (default: a local one)",
+    "workers": "local workers (default: one per core)",
+}
+
+
+def _check_keys(table: dict[str, Any], known: dict[str, str], where: str, path: Path) -> None:
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise CampaignError(
+            f"{path}: {where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})"
+        )
+
+
+def _axis(table: dict[str, Any], key: str, path: Path, default: Any, check: Any) -> list:
+    """A setting given once or as a list of values (each run takes one)."""
+    value = table.get(key, default)
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise CampaignError(f"{path}: [campaign] {key} must not be an empty list")
+    return [check(v) for v in values]
+
+
+def _backfilling(path: Path) -> Any:
+    def check(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise CampaignError(f"{path}: [campaign] backfilling must be true or false")
+        return value
+
+    return check
+
+
+def _starvation(path: Path) -> Any:
+    def check(value: Any) -> float | None:
+        if value == "none":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise CampaignError(
+                f"{path}: [campaign] starvation_threshold must be hours > 0 or 'none'"
+            )
+        return float(value)
+
+    return check
+
+
 def _list(table: dict[str, Any], key: str, path: Path, allowed=None, default=None) -> list:
     value = table.get(key, default)
     if not isinstance(value, list) or not value:
@@ -248,6 +329,8 @@ def load_campaign(path: str | Path) -> Campaign:
     table = config.get("campaign")
     if not isinstance(table, dict):
         raise CampaignError(f"{path}: no [campaign] table")
+    _check_keys(config, {"campaign": "", "dask": ""}, "top level", path)
+    _check_keys(table, CAMPAIGN_KEYS, "[campaign]", path)
     base = path.parent
     trace_dir = (base / table.get("trace_dir", "traces")).resolve()
     grids = table.get("grid", [{}])
@@ -255,6 +338,9 @@ def load_campaign(path: str | Path) -> Campaign:
         raise CampaignError(
             f"{path}: [campaign] grid must be an array of tables ([[campaign.grid]])"
         )
+    grid_keys = {k: v for k, v in CAMPAIGN_KEYS.items() if k not in ("output", "trace_dir", "grid")}
+    for grid in grids:
+        _check_keys(grid, grid_keys, "[[campaign.grid]]", path)
     runs: list[RunSpec] = []
     for grid in grids:
         merged = {**{k: v for k, v in table.items() if k != "grid"}, **grid}
@@ -265,6 +351,9 @@ def load_campaign(path: str | Path) -> Campaign:
         raise CampaignError(f"{path}: no run: the run configuration refuses every combination")
     _one_file_per_name(runs, trace_dir, path)
     dask = config.get("dask", {})
+    if not isinstance(dask, dict):
+        raise CampaignError(f"{path}: [dask] must be a table")
+    _check_keys(dask, DASK_KEYS, "[dask]", path)
     return Campaign(
         output=(base / table.get("output", "runs/campaign")).resolve(),
         trace_dir=trace_dir,
@@ -295,6 +384,10 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
     predictor_options = _option_list(table, "predictor_options", path)
     dispatcher_options = _option_list(table, "dispatcher_options", path)
     classifier_options = _option_list(table, "classifier_options", path)
+    backfillings = _axis(table, "backfilling", path, True, _backfilling(path))
+    starvations = _axis(
+        table, "starvation_threshold", path, STARVATION_THRESHOLD_HOURS, _starvation(path)
+    )
     runs = expand(
         traces,
         policies,
@@ -310,6 +403,12 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
         classifier_options=classifier_options,
         trace_dir=trace_dir,
     )
+    runs = [
+        dataclasses.replace(spec, backfilling=backfilling, starvation_hours=hours)
+        for spec in runs
+        for backfilling in backfillings
+        for hours in starvations
+    ]
     # an option table that fits no run is a mistake (a typo, a parameter of another
     # predictor): say so rather than run nothing for it
     for key, texts, names, check in (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -539,3 +540,74 @@ workers = 1
     assert table["trace"].tolist() == ["slice"] and table["status"].tolist() == ["done"]
     # the same file through `replay` is the same run: the campaign's folder counts as done
     assert main(["replay", str(plain), "-q", "-o", str(run)]) == 0
+
+
+# --- every key a campaign file may hold: known, or refused ----------------------------------
+
+
+def _campaign_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "c.toml"
+    trace_dir = Path(__file__).resolve().parents[1] / "batsched_ml" / "data"
+    path.write_text(
+        f'[campaign]\ntrace_dir = "{trace_dir}"\ntraces = ["KTH-SP2-1996-2.1-cln"]\n'
+        f'policies = ["fcfs"]\nvariants = ["base"]\n{body}'
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ("backfiling = false\n", "[campaign]: unknown key(s) backfiling"),
+        ("[[campaign.grid]]\npolicy = ['spf']\n", "[[campaign.grid]]: unknown key(s) policy"),
+        ("[dask]\nworker = 2\n", "[dask]: unknown key(s) worker"),
+        ("[campain]\n", "top level: unknown key(s) campain"),
+    ],
+)
+def test_an_unknown_key_is_refused_never_run_as_a_default(
+    tmp_path: Path, body: str, where: str
+) -> None:
+    with pytest.raises(CampaignError, match=re.escape(where)):
+        load_campaign(_campaign_file(tmp_path, body))
+
+
+def test_a_campaign_sets_backfilling_and_the_starvation_threshold(tmp_path: Path) -> None:
+    """What the command line sets, a campaign sets: list scheduling and the starvation
+    threshold, once or as an axis, each reaching the run's configuration and folder."""
+    campaign = load_campaign(
+        _campaign_file(
+            tmp_path, "backfilling = [true, false]\nstarvation_threshold = [72, 'none', 6]\n"
+        )
+    )
+    configs = {(s.backfilling, s.starvation_hours): s.config() for s in campaign.runs}
+    assert len(configs) == 6
+    assert configs[(False, None)].backfilling is False
+    assert configs[(False, None)].starvation_threshold is None
+    assert configs[(True, 6.0)].starvation_threshold == 6 * 3600.0
+    folders = sorted(spec.folder(Path("o")).name for spec in campaign.runs)
+    assert folders == [
+        "fcfs-base",
+        "fcfs-base-nobackfill",
+        "fcfs-base-nobackfill-starve6h",
+        "fcfs-base-nobackfill-starvenone",
+        "fcfs-base-starve6h",
+        "fcfs-base-starvenone",
+    ]
+    # the defaults keep the folders (and runs) campaigns made before these keys existed
+    default = load_campaign(_campaign_file(tmp_path, ""))
+    assert [s.folder(Path("o")).name for s in default.runs] == ["fcfs-base"]
+
+
+def test_the_reference_of_campaign_keys_lists_every_key() -> None:
+    from batsched_ml.campaign import CAMPAIGN_KEYS, DASK_KEYS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "campaigns.md").read_text()
+    reference = page[page.index("## Campaign file reference") :]
+    for key in [*CAMPAIGN_KEYS, *DASK_KEYS]:
+        assert f"| `{key}` |" in reference, key
+
+
+def test_every_campaign_file_of_the_repository_loads() -> None:
+    folder = Path(__file__).resolve().parents[1] / "campaigns"
+    for path in sorted(folder.glob("*.toml")):
+        assert load_campaign(path).runs, path
