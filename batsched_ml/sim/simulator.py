@@ -52,7 +52,7 @@ from typing import Any
 
 from procset import ProcSet
 
-from batsched_ml.alloc import mask_of, procset_of
+from batsched_ml.alloc import MachineSet, Runs, procset_of_runs, runs_of, size_of
 from batsched_ml.errors import UserError
 from batsched_ml.gc_control import collector_paused
 from batsched_ml.protocol.events import (
@@ -162,7 +162,7 @@ class _LiveJob:
     end: float = 0.0
     final: str = ""
     alloc: ProcSet | None = None
-    mask: int = 0
+    runs: Runs = ()
     actor: Actor | None = None
     kill_requested: bool = False
     metadata: str = ""
@@ -217,7 +217,7 @@ class BatsimSimulator:
         self._live: dict[str, _LiveJob] = {}
         self._to_delete: list[_LiveJob] = []  # finished or rejected, until the next message
         self._used_ids: set[str] = set()
-        self._busy = 0
+        self._busy = MachineSet()
         self._kernel = Kernel()
         self._run: Generator[Any, Any, None] | None = None
         self._last_now = 0.0
@@ -531,7 +531,7 @@ class BatsimSimulator:
         self._finish(job)
 
     def _finish(self, job: _LiveJob) -> None:
-        self._busy &= ~job.mask
+        self._busy.remove(job.runs)
         self._to_delete.append(job)
         job.actor = None  # its code is over: neither kept alive nor traversed by the GC
         assert job.alloc is not None
@@ -546,7 +546,7 @@ class BatsimSimulator:
                 state=job.final,
                 start=job.start,
                 finish=job.end,
-                alloc=jobs_csv.alloc_text(job.mask),
+                alloc=jobs_csv.alloc_text(job.runs),
                 metadata=job.metadata,
             )
         )
@@ -573,31 +573,29 @@ class BatsimSimulator:
         alloc = decision.alloc
         if not alloc:
             raise InvalidDecision(decision.TYPE, job.job_id, "empty allocation")
-        # counted on the mask (a ProcSet's len is a Python loop over its intervals); a mask
-        # needs ids >= 0, which the bounds check below refuses otherwise
-        lowest = alloc.min
-        mask = mask_of(alloc) if lowest >= 0 else 0
-        size = mask.bit_count() if lowest >= 0 else len(alloc)
+        # counted on the runs (a ProcSet's len is a generator over ProcInt lengths)
+        runs = runs_of(alloc)
+        size = size_of(runs)
         if size != job.res:
             raise InvalidDecision(
                 decision.TYPE,
                 job.job_id,
                 f"allocation {alloc} has {size} machines, the job requests {job.res}",
             )
-        if lowest < 0 or alloc.max >= len(self.hosts):
+        if runs[0][0] < 0 or runs[-1][1] >= len(self.hosts):
             raise InvalidDecision(
                 decision.TYPE,
                 job.job_id,
                 f"allocation {alloc} names machines outside 0-{len(self.hosts) - 1}",
             )
-        if mask & self._busy:
-            busy = procset_of(mask & self._busy)
+        if not self._busy.isdisjoint(runs):
+            busy = procset_of_runs(self._busy.intersection(runs))
             raise InvalidDecision(decision.TYPE, job.job_id, f"machines {busy} are already in use")
-        self._busy |= mask
+        self._busy.add(runs)
         self._running += 1
         job.state = _RUNNING
         job.alloc = alloc
-        job.mask = mask
+        job.runs = runs
         return (CREATE, f"job_{job.job_id}", self._job(job))
 
     def _on_reject(self, decision: RejectJob) -> None:
