@@ -81,7 +81,8 @@ class MachineSet:
     def take_lowest(self, count: int) -> Runs:
         """Remove the ``count`` lowest-numbered machines and return them (the placement rule).
 
-        The common case, a job that fits in the lowest free run, changes one number."""
+        The common case, a job that fits in the lowest free run, changes one number; otherwise
+        the whole runs taken leave the front of the lists in one slice."""
         if count > self.count:
             raise ValueError(f"{count} machines asked of a set of {self.count}")
         if count <= 0:
@@ -90,59 +91,59 @@ class MachineSet:
         self.count -= count
         low = lows[0]
         end = low + count - 1
-        high = highs[0]
-        if end < high:
+        if end < highs[0]:
             lows[0] = end + 1
             return ((low, end),)
-        taken: list[Run] = []
-        k = 0
+        whole = 0  # the runs taken whole
         while True:
-            low, high = lows[k], highs[k]
-            size = high - low + 1
+            size = highs[whole] - lows[whole] + 1
             if count < size:
-                lows[k] = low + count
-                taken.append((low, low + count - 1))
                 break
-            taken.append((low, high))
-            k += 1
+            whole += 1
             count -= size
-            if count == 0:
+            if not count:
                 break
-        del lows[:k]
-        del highs[:k]
+        taken = list(zip(lows[:whole], highs[:whole], strict=True))
+        if count:  # and the first machines of the next run
+            low = lows[whole]
+            taken.append((low, low + count - 1))
+            lows[whole] = low + count
+        del lows[:whole]
+        del highs[:whole]
         return tuple(taken)
 
     def add(self, runs: Iterable[Run]) -> None:
         """Add the machines of ``runs`` (none of them in the set), merging adjacent runs."""
         lows, highs = self.lows, self.highs
-        for low, high in runs:
-            if low > high:
-                raise ValueError(f"empty run {low}-{high}")
-            i = bisect_left(lows, low)  # the first run starting at or above low
-            joins_below = False
-            if i:
-                below = highs[i - 1]
-                if below >= low:
-                    raise ValueError(f"machines {low}-{min(high, below)} are already in the set")
-                joins_below = below + 1 == low
-            joins_above = False
-            if i < len(lows):
-                above = lows[i]
-                if above <= high:
-                    raise ValueError(f"machines {above}-{high} are already in the set")
-                joins_above = above == high + 1
-            if joins_below and joins_above:
-                highs[i - 1] = highs[i]
-                del lows[i]
-                del highs[i]
-            elif joins_below:
-                highs[i - 1] = high
-            elif joins_above:
-                lows[i] = low
-            else:
-                lows.insert(i, low)
-                highs.insert(i, high)
-            self.count += high - low + 1
+        added = 0
+        try:
+            for low, high in runs:
+                if low > high:
+                    raise ValueError(f"empty run {low}-{high}")
+                i = bisect_left(lows, low)  # the first run starting at or above low
+                if i and highs[i - 1] + 1 >= low:  # touches the run below
+                    if highs[i - 1] >= low:
+                        raise ValueError(
+                            f"machines {low}-{min(high, highs[i - 1])} are already in the set"
+                        )
+                    if i < len(lows) and lows[i] <= high + 1:  # and the one above
+                        if lows[i] <= high:
+                            raise ValueError(f"machines {lows[i]}-{high} are already in the set")
+                        highs[i - 1] = highs[i]
+                        del lows[i]
+                        del highs[i]
+                    else:
+                        highs[i - 1] = high
+                elif i < len(lows) and lows[i] <= high + 1:  # touches the run above only
+                    if lows[i] <= high:
+                        raise ValueError(f"machines {lows[i]}-{high} are already in the set")
+                    lows[i] = low
+                else:
+                    lows.insert(i, low)
+                    highs.insert(i, high)
+                added += high - low + 1
+        finally:
+            self.count += added
 
     def remove(self, runs: Iterable[Run]) -> None:
         """Remove the machines of ``runs`` (all of them in the set), splitting runs."""
@@ -224,10 +225,14 @@ def _from_runs_public(runs: Iterable[Run]) -> ProcSet:
     return ProcSet(*runs)
 
 
+_new_tuple = tuple.__new__
+
+
 def _from_runs_direct(runs: Iterable[Run]) -> ProcSet:
     # What ``ProcSet.copy`` itself does: a ProcSet is its sorted list of disjoint ProcInts.
     procs = ProcSet()
-    procs._itvs = [ProcInt(low, high) for low, high in runs]
+    # (ProcInt's own constructor only checks what a run already guarantees)
+    procs._itvs = [_new_tuple(ProcInt, run) for run in runs]
     return procs
 
 

@@ -70,7 +70,9 @@ def test_easy_reserves_for_the_head_and_backfills_what_ends_before_it() -> None:
 
 
 def test_easy_with_shortest_first_backfills_the_shortest_estimate_first() -> None:
-    started, reservation = Easy(shortest_first=True).decide(QUEUE, MachineSet(FREE), ENDS, 0.0, False)
+    started, reservation = Easy(shortest_first=True).decide(
+        QUEUE, MachineSet(FREE), ENDS, 0.0, False
+    )
     assert names(started) == [("D", 0b0011)]  # D (10 s) before C (80 s): both machines
     assert reservation.shadow == 100.0
 
