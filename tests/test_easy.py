@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from batsched_ml.alloc import full_mask, mask_of, procset_of
+from batsched_ml.alloc import MachineSet, procset_of_runs
 from batsched_ml.metrics import max_machines_in_use, read_jobs_csv
 from batsched_ml.protocol.events import (
     ExecuteJob,
@@ -35,7 +35,7 @@ class Q:
 
 def test_pass_starts_heads_reserves_and_backfills() -> None:
     # 10 machines, 4 free (6-9). Running: 3 machines until 100, 3 machines until 200.
-    free = mask_of(procset_of(full_mask(10)) - procset_of(full_mask(6)))
+    free = MachineSet([(6, 9)])
     ends = [(100.0, 0, 3), (200.0, 1, 3)]
     queue = [
         Q("head-fits", 2, 150),  # starts (ends after the shadow): 2 free left
@@ -46,7 +46,7 @@ def test_pass_starts_heads_reserves_and_backfills() -> None:
         Q("short2", 1, 100),  # ends exactly at the shadow time: backfilled
     ]
     started, reservation = easy_pass(queue, free, ends, 0.0)
-    assert [(job.name, str(procset_of(mask))) for job, mask in started] == [
+    assert [(job.name, str(procset_of_runs(alloc))) for job, alloc in started] == [
         ("head-fits", "6-7"),
         ("short", "8"),
         ("short2", "9"),
@@ -56,7 +56,7 @@ def test_pass_starts_heads_reserves_and_backfills() -> None:
 
 
 def test_extra_machines_let_long_jobs_through_once() -> None:
-    free = full_mask(4)  # machines 0-3 free; 4-9 busy until 100
+    free = MachineSet.full(4)  # machines 0-3 free; 4-9 busy until 100
     ends = [(100.0, 0, 6)]
     queue = [Q("big", 8, 10), Q("long1", 1, 1000), Q("long2", 1, 1000), Q("long3", 1, 1000)]
     started, reservation = easy_pass(queue, free, ends, 0.0)
@@ -73,7 +73,9 @@ def test_overdue_running_job_is_expected_to_end_now() -> None:
 def test_jobs_started_in_the_same_pass_count_in_the_reservation() -> None:
     # 4 machines, all free; a 3-machine job of 100 s starts, then a 4-machine job is blocked:
     # its reservation must wait for the job that has just started (shadow 100, not "never").
-    started, reservation = easy_pass([Q("a", 3, 100), Q("b", 4, 10), Q("c", 1, 50)], 15, [], 0.0)
+    started, reservation = easy_pass(
+        [Q("a", 3, 100), Q("b", 4, 10), Q("c", 1, 50)], MachineSet.full(4), [], 0.0
+    )
     assert [job.name for job, _ in started] == ["a", "c"]
     assert reservation is not None and reservation.shadow == 100.0
 

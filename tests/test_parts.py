@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from procset import ProcSet
 
+from batsched_ml.alloc import MachineSet, Runs, mask_of
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.protocol.events import (
     CallMeLater,
@@ -51,16 +52,17 @@ class Entry:
 # 4 machines: 2 and 3 busy until 100 (one running job of 2 machines), 0 and 1 free; the head
 # A needs all four; B, C, D could start now
 QUEUE = [Entry("A", 4, 50), Entry("B", 1, 200), Entry("C", 1, 80), Entry("D", 2, 10)]
-FREE = 0b0011
+FREE = [(0, 1)]
 ENDS = [(100.0, 0, 2)]
 
 
-def names(started) -> list[tuple[str, int]]:
-    return [(entry.name, mask) for entry, mask in started]
+def names(started: list[tuple[Entry, Runs]]) -> list[tuple[str, int]]:
+    """Each started job's name and machines as a bitmask."""
+    return [(entry.name, mask_of(alloc)) for entry, alloc in started]
 
 
 def test_easy_reserves_for_the_head_and_backfills_what_ends_before_it() -> None:
-    started, reservation = Easy().decide(QUEUE, FREE, ENDS, 0.0, False)
+    started, reservation = Easy().decide(QUEUE, MachineSet(FREE), ENDS, 0.0, False)
     # A's shadow is 100 with no machine to spare: B (200 s) would delay it, C (80 s) does not;
     # D (2 machines) no longer fits
     assert names(started) == [("C", 0b0001)]
@@ -68,26 +70,28 @@ def test_easy_reserves_for_the_head_and_backfills_what_ends_before_it() -> None:
 
 
 def test_easy_with_shortest_first_backfills_the_shortest_estimate_first() -> None:
-    started, reservation = Easy(shortest_first=True).decide(QUEUE, FREE, ENDS, 0.0, False)
+    started, reservation = Easy(shortest_first=True).decide(
+        QUEUE, MachineSet(FREE), ENDS, 0.0, False
+    )
     assert names(started) == [("D", 0b0011)]  # D (10 s) before C (80 s): both machines
     assert reservation.shadow == 100.0
 
 
 def test_list_scheduling_stops_at_the_first_job_that_does_not_fit() -> None:
-    assert ListScheduling().decide(QUEUE, FREE, ENDS, 0.0, False) == ([], None)
-    started, reservation = ListScheduling().decide(QUEUE[1:], FREE, ENDS, 0.0, False)
+    assert ListScheduling().decide(QUEUE, MachineSet(FREE), ENDS, 0.0, False) == ([], None)
+    started, reservation = ListScheduling().decide(QUEUE[1:], MachineSet(FREE), ENDS, 0.0, False)
     assert names(started) == [("B", 0b0001), ("C", 0b0010)] and reservation is None
 
 
 def test_greedy_starts_every_job_that_fits_unless_the_head_starves() -> None:
-    started, reservation = Greedy().decide(QUEUE, FREE, ENDS, 0.0, False)
+    started, reservation = Greedy().decide(QUEUE, MachineSet(FREE), ENDS, 0.0, False)
     assert names(started) == [("B", 0b0001), ("C", 0b0010)] and reservation is None
     # a starving head gets EASY's reservation: only C, which ends before 100, starts
-    started, reservation = Greedy().decide(QUEUE, FREE, ENDS, 0.0, True)
+    started, reservation = Greedy().decide(QUEUE, MachineSet(FREE), ENDS, 0.0, True)
     assert names(started) == [("C", 0b0001)] and reservation.shadow == 100.0
     # the fallback is any EASY: with shortest-first backfilling, D
     fallback = Easy(shortest_first=True)
-    started, _ = Greedy(fallback).decide(QUEUE, FREE, ENDS, 0.0, True)
+    started, _ = Greedy(fallback).decide(QUEUE, MachineSet(FREE), ENDS, 0.0, True)
     assert names(started) == [("D", 0b0011)]
 
 
@@ -97,11 +101,11 @@ def test_the_planned_dispatcher_starts_what_the_cp_plan_starts_now() -> None:
     # plan starts Y and Z now and X at 10 (total wait 10)
     queue = [Entry("X", 2, 100), Entry("Y", 1, 10), Entry("Z", 1, 10)]
     planned = Planned(ConstraintPlanner(budget=1.0))
-    started, reservation = planned.decide(queue, 0b11, [], 0.0, False)
+    started, reservation = planned.decide(queue, MachineSet.full(2), [], 0.0, False)
     assert names(started) == [("Y", 0b01), ("Z", 0b10)] and reservation is None
     assert (planned.planner.calls, planned.planner.improved) == (1, 1)
     # a starving head: EASY instead (X starts, Y is reserved for), no solver call
-    started, reservation = planned.decide(queue, 0b11, [], 0.0, True)
+    started, reservation = planned.decide(queue, MachineSet.full(2), [], 0.0, True)
     assert names(started) == [("X", 0b11)] and planned.planner.calls == 1
 
 

@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from batsched_ml.alloc import MachineSet
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import ExecuteJob, JobSubmitted, Message
 from batsched_ml.replaying import ReplayConfig, make_scheduler
@@ -115,9 +116,9 @@ def test_sjbf_backfills_the_shortest_estimate_first() -> None:
     # 2 machines, one free; a running job ends at 100; head H needs both
     queue = [Entry("H", 2, 50), Entry("long", 1, 90), Entry("short", 1, 10)]
     ends = [(100.0, 0, 1)]
-    started, reservation = easy_pass(queue, 0b10, ends, 0.0)
+    started, reservation = easy_pass(queue, MachineSet([(1, 1)]), ends, 0.0)
     assert [e.name for e, _ in started] == ["long"] and reservation.shadow == 100.0
-    started, _ = easy_pass(queue, 0b10, ends, 0.0, shortest_first=True)
+    started, _ = easy_pass(queue, MachineSet([(1, 1)]), ends, 0.0, shortest_first=True)
     assert [e.name for e, _ in started] == ["short"]
 
 
@@ -189,10 +190,10 @@ def test_prb_orders_by_urgency_then_demand_with_expected_waits_learnt_per_queue(
 
 def test_the_prb_pass_starts_every_job_that_fits_and_reserves_nothing() -> None:
     queue = [Entry("wide", 3, 10), Entry("one", 1, 500), Entry("two", 1, 500)]
-    started, reservation = easy_pass(queue, 0b11, [(100.0, 0, 2)], 0.0, greedy=True)
+    started, reservation = easy_pass(queue, MachineSet([(0, 1)]), [(100.0, 0, 2)], 0.0, greedy=True)
     assert [e.name for e, _ in started] == ["one", "two"] and reservation is None
     # EASY reserves for "wide" at 100 with one machine to spare: only "one" may use it
-    started, reservation = easy_pass(queue, 0b11, [(100.0, 0, 2)], 0.0)
+    started, reservation = easy_pass(queue, MachineSet([(0, 1)]), [(100.0, 0, 2)], 0.0)
     assert [e.name for e, _ in started] == ["one"]
     assert (reservation.shadow, reservation.extra) == (100.0, 1)
 
@@ -437,7 +438,10 @@ def test_cph_starts_what_minimises_the_total_wait_not_the_urgency_order() -> Non
     # PRB's list schedule starts a now and b, c at 100 (total wait 200); waiting 10 s for a
     # makes the total 10
     assert planner.solve([a, b, c], 4, [], 0.0) == [10, 0, 0]
-    assert planner.plan([a, b, c], 0b1111, [], 0.0) == [(b, 0b0011), (c, 0b1100)]
+    assert planner.plan([a, b, c], MachineSet.full(4), [], 0.0) == [
+        (b, ((0, 1),)),
+        (c, ((2, 3),)),
+    ]
     assert planner.calls == 2 and planner.improved == 2 and planner.fallbacks == 0
 
 
@@ -465,11 +469,15 @@ def test_cph_window_bounds_what_the_cp_model_sees() -> None:
     a, b, c = Queued("a", 3, 100), Queued("b", 2, 10), Queued("c", 2, 10)
     # one job in the model: the most urgent starts, as PRB would; two: b first (total wait
     # 10 instead of 100), c waits outside the model; all three: b and c
-    assert ConstraintPlanner(window=1).plan([a, b, c], 0b1111, [], 0.0) == [(a, 0b0111)]
-    assert ConstraintPlanner(window=2).plan([a, b, c], 0b1111, [], 0.0) == [(b, 0b0011)]
-    assert ConstraintPlanner(window=3).plan([a, b, c], 0b1111, [], 0.0) == [
-        (b, 0b0011),
-        (c, 0b1100),
+    assert ConstraintPlanner(window=1).plan([a, b, c], MachineSet.full(4), [], 0.0) == [
+        (a, ((0, 2),))
+    ]
+    assert ConstraintPlanner(window=2).plan([a, b, c], MachineSet.full(4), [], 0.0) == [
+        (b, ((0, 1),))
+    ]
+    assert ConstraintPlanner(window=3).plan([a, b, c], MachineSet.full(4), [], 0.0) == [
+        (b, ((0, 1),)),
+        (c, ((2, 3),)),
     ]
 
 
@@ -524,8 +532,11 @@ def test_cph_takes_trivial_decisions_without_the_solver() -> None:
 
     planner = ConstraintPlanner()
     big, small = Queued("big", 8, 10), Queued("small", 1, 10)
-    assert planner.plan([big], 0b1111, [(50.0, 0, 4)], 0.0) == []  # nothing fits
-    assert planner.plan([small, small], 0b0110, [], 0.0) == [(small, 0b0010), (small, 0b0100)]
+    assert planner.plan([big], MachineSet.full(4), [(50.0, 0, 4)], 0.0) == []  # nothing fits
+    assert planner.plan([small, small], MachineSet([(1, 2)]), [], 0.0) == [
+        (small, ((1, 1),)),
+        (small, ((2, 2),)),
+    ]
     assert planner.calls == 0
 
 
@@ -533,7 +544,7 @@ def test_cph_repair_postpones_a_planned_job_that_does_not_fit() -> None:
     from batsched_ml.scheduler.cph import repair
 
     jobs = [Queued("a", 2, 1), Queued("b", 3, 1), Queued("c", 1, 1)]
-    assert repair(jobs, 0b1111) == [(jobs[0], 0b0011), (jobs[2], 0b0100)]
+    assert repair(jobs, MachineSet.full(4)) == [(jobs[0], ((0, 1),)), (jobs[2], ((2, 2),))]
 
 
 def test_cph_plans_are_feasible_and_never_worse_than_prb() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batsched_ml.alloc import procset_of
+from batsched_ml.alloc import intervals_of, procset_of
 from batsched_ml.sim import jobs_csv
 
 integers = st.integers(0, 2**53).map(float)
@@ -15,7 +15,7 @@ integers = st.integers(0, 2**53).map(float)
 @settings(max_examples=300, deadline=None)
 @given(mask=st.integers(1, 2**300))
 def test_the_allocation_text_is_the_procsets(mask: int) -> None:
-    assert jobs_csv.alloc_text(mask) == str(procset_of(mask))
+    assert jobs_csv.alloc_text(tuple(intervals_of(mask))) == str(procset_of(mask))
 
 
 @settings(max_examples=500, deadline=None)

@@ -64,7 +64,7 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from batsched_ml import registry
-from batsched_ml.alloc import full_mask, procset_of
+from batsched_ml.alloc import MachineSet, Runs, mask_of, procset_of_runs
 from batsched_ml.errors import UserError
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import (
@@ -130,7 +130,7 @@ class RunningJob:
     job: Job
     start: float
     est: float
-    mask: int
+    alloc: Runs
     entry: WaitingJob | None = None
     end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
     corrections: int = 0
@@ -251,7 +251,7 @@ class BatchScheduler:
         self.audit = audit
         self.reservations: list[tuple[float, str, float]] = []
         self.nb_machines = 0
-        self.free = 0
+        self.free = MachineSet()
         self.profiles: dict[str, dict[str, dict[str, Any]]] = {}
         self.waiting: dict[str, WaitingJob] = {}
         self.running: dict[str, RunningJob] = {}
@@ -407,7 +407,7 @@ class BatchScheduler:
 
     def on_begins(self, event: SimulationBegins) -> None:
         self.nb_machines = event.nb_compute_resources
-        self.free = full_mask(self.nb_machines)
+        self.free = MachineSet.full(self.nb_machines)
         self.profiles = event.profiles
         self.dynamic_jobs = bool(event.config.get("dynamic-jobs-enabled", False))
         self.acknowledge_dynamic_jobs = bool(event.config.get("dynamic-jobs-acknowledged", False))
@@ -466,7 +466,7 @@ class BatchScheduler:
         running = self.running.pop(event.job_id, None)
         if running is None:
             raise SchedulerError(f"completion of job {event.job_id}, which is not running")
-        self.free |= running.mask
+        self.free.add(running.alloc)
         self._ends.remove(running.end_entry)
         if not (running.killed and event.job_state == "COMPLETED_KILLED"):
             # an attempt the scheduler cut short says nothing of the job's runtime
@@ -527,8 +527,8 @@ class BatchScheduler:
             assert isinstance(head, WaitingJob)
             self.reservations.append((now, head.job.id, reservation.shadow))
         decisions: list[Event] = []
-        for entry, mask in started:
-            decisions.extend(self.start(entry, mask, now))
+        for entry, alloc in started:
+            decisions.extend(self.start(entry, alloc, now))
         return decisions
 
     def _head_starving(self, queue: list[WaitingJob], now: float) -> bool:
@@ -555,21 +555,21 @@ class BatchScheduler:
             running.end_entry = (running.start + est, running.end_entry[1], running.end_entry[2])
             insort(self._ends, running.end_entry)
 
-    def start(self, entry: WaitingJob, mask: int, now: float) -> list[Event]:
-        """Move ``entry`` from the queue to the running set; the decisions that start it."""
+    def start(self, entry: WaitingJob, alloc: Runs, now: float) -> list[Event]:
+        """Move ``entry`` from the queue to the running set on ``alloc``, machines the
+        dispatcher has already taken from :attr:`free`; the decisions that start it."""
         del self.waiting[entry.job.id]
         self._backdated.pop(entry.job.id, None)
         if not self.policy.dynamic:
             sorted_queue = self._sorted
             del sorted_queue[bisect_left(sorted_queue, entry.key, key=_key)]
-        self.free ^= mask
         if self._policy_started is not None:
             self._policy_started(entry, now)
-        running = RunningJob(job=entry.job, start=now, est=entry.est, mask=mask, entry=entry)
+        running = RunningJob(job=entry.job, start=now, est=entry.est, alloc=alloc, entry=entry)
         running.end_entry = (now + entry.est, entry.seq, entry.res)
         insort(self._ends, running.end_entry)
         self.running[entry.job.id] = running
-        decisions: list[Event] = [ExecuteJob(now, entry.job.id, procset_of(mask))]
+        decisions: list[Event] = [ExecuteJob(now, entry.job.id, procset_of_runs(alloc))]
         for hook in self._hooks["on_started"]:
             decisions.extend(hook(entry, running, now))
         return decisions
@@ -580,10 +580,13 @@ class BatchScheduler:
         """Assert the internal invariants (used by tests)."""
         used = 0
         for running in self.running.values():
-            assert not used & running.mask, "two running jobs share a machine"
-            used |= running.mask
-        assert used & self.free == 0, "a machine is both free and in use"
-        assert used | self.free == full_mask(self.nb_machines), "a machine went missing"
+            mask = mask_of(running.alloc)
+            assert not used & mask, "two running jobs share a machine"
+            used |= mask
+        free = mask_of(self.free.runs())
+        assert self.free.count == free.bit_count(), "the free machines are miscounted"
+        assert used & free == 0, "a machine is both free and in use"
+        assert used | free == (1 << self.nb_machines) - 1, "a machine went missing"
         assert len(self._ends) == len(self.running)
 
 

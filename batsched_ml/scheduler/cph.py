@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import Protocol, TypeVar
 
+from batsched_ml.alloc import MachineSet, Runs
 from batsched_ml.errors import UserError
 from batsched_ml.scheduler.easy import greedy_allocation
 
@@ -89,12 +90,13 @@ class ConstraintPlanner:
     def plan(
         self,
         queue: Sequence[C],
-        free: int,
+        free: MachineSet,
         ends: Sequence[tuple[float, int, int]],
         now: float,
-    ) -> list[tuple[C, int]]:
-        """The jobs to start now, with their machines, in urgency order."""
-        free_count = free.bit_count()
+    ) -> list[tuple[C, Runs]]:
+        """The jobs to start now, with their machines (taken from ``free``), in urgency
+        order."""
+        free_count = free.count
         if not queue or free_count == 0 or min(job.res for job in queue) > free_count:
             return []
         if sum(job.res for job in queue) <= free_count:
@@ -215,7 +217,7 @@ def _occupy(times: list[int], free: list[int], start: int, end: int, res: int) -
         k += 1
 
 
-def repair(chosen: Sequence[C], free: int) -> list[tuple[C, int]]:
+def repair(chosen: Sequence[C], free: MachineSet) -> list[tuple[C, Runs]]:
     """PRB's allocation of the planned starts: in order, the lowest-numbered free machines; a
     job that does not fit any more is postponed to a later decision."""
     return greedy_allocation(chosen, free)

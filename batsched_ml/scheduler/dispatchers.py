@@ -5,8 +5,9 @@ Every dispatcher is an object with one method,
 
 - ``queue``: the waiting jobs in the scheduler's order (starving jobs first, then the class rank,
   then the queue order), each with ``res`` (machines) and ``est`` (the runtime it plans with);
-- ``free``: the free machines as a bitmask; ``ends``: the running jobs as ``(expected_end, tie,
-  res)`` sorted by expected end;
+- ``free``: the free machines (:class:`~batsched_ml.alloc.MachineSet`), from which the
+  dispatcher takes the machines of the jobs it starts (the scheduler starts all of them);
+  ``ends``: the running jobs as ``(expected_end, tie, res)`` sorted by expected end;
 - ``starving``: whether the queue head has waited past the starvation threshold;
 - it returns the jobs to start, in start order, each with its machines, and EASY's reservation
   (``None`` when it made none).
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from batsched_ml import registry
+from batsched_ml.alloc import MachineSet, Runs
 from batsched_ml.errors import ConfigError
 from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.scheduler.easy import Candidate, Reservation, easy_pass, greedy_allocation
@@ -53,8 +55,8 @@ class Dispatcher(Protocol):
     name: str
 
     def decide(
-        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
-    ) -> tuple[list[tuple[C, int]], Reservation | None]: ...
+        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, Runs]], Reservation | None]: ...
 
 
 class Easy:
@@ -68,8 +70,8 @@ class Easy:
         self.shortest_first = shortest_first
 
     def decide(
-        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
-    ) -> tuple[list[tuple[C, int]], Reservation | None]:
+        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
         return easy_pass(
             queue,
             free,
@@ -99,8 +101,8 @@ class Greedy:
         self.fallback = fallback if fallback is not None else Easy()
 
     def decide(
-        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
-    ) -> tuple[list[tuple[C, int]], Reservation | None]:
+        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
         if starving:
             return self.fallback.decide(queue, free, ends, now, starving)
         return greedy_allocation(queue, free), None
@@ -117,8 +119,8 @@ class Planned:
         self.fallback = fallback if fallback is not None else Easy()
 
     def decide(
-        self, queue: Sequence[C], free: int, ends: Ends, now: float, starving: bool
-    ) -> tuple[list[tuple[C, int]], Reservation | None]:
+        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
         if starving:
             return self.fallback.decide(queue, free, ends, now, starving)
         return self.planner.plan(queue, free, ends, now), None

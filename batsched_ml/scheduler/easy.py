@@ -16,8 +16,9 @@ anything that is backfilled, since a backfilled job must either end by ``now`` (
 use extra machines, which are counted as if the overdue job had already released its machines.
 The head is therefore never delayed by a backfilled job, whatever the estimates.
 
-Machines are integer bitmasks (:mod:`batsched_ml.alloc`); a started job takes the lowest-numbered
-free machines.
+The free machines are a :class:`~batsched_ml.alloc.MachineSet`; a started job takes the
+lowest-numbered free machines, which the pass removes from that set as it goes (the scheduler
+starts every job the pass returns), so that no allocation copies or walks the whole machine.
 
 This is the only EASY: every run, whichever simulator plays Batsim, is decided here.
 """
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from batsched_ml.alloc import lowest
+from batsched_ml.alloc import MachineSet, Runs
 
 
 class Candidate(Protocol):
@@ -72,60 +73,57 @@ def reservation_for(
 C = TypeVar("C", bound=Candidate)
 
 
-def greedy_allocation(queue: Sequence[C], free: int) -> list[tuple[C, int]]:
+def greedy_allocation(queue: Sequence[C], free: MachineSet) -> list[tuple[C, Runs]]:
     """PRB's allocation: in queue order, every job that fits gets the lowest-numbered free
-    machines; one that does not fit is passed over (the PRB dispatcher, CPH's repair)."""
-    started: list[tuple[C, int]] = []
-    free_count = free.bit_count()
+    machines (taken from ``free``); one that does not fit is passed over (the PRB dispatcher,
+    CPH's repair)."""
+    started: list[tuple[C, Runs]] = []
+    take = free.take_lowest
     for job in queue:
-        if job.res <= free_count:
-            taken = lowest(free, job.res)
-            free ^= taken
-            free_count -= job.res
-            started.append((job, taken))
-            if free_count == 0:
+        if job.res <= free.count:
+            started.append((job, take(job.res)))
+            if free.count == 0:
                 break
     return started
 
 
 def easy_pass(
     queue: Sequence[C],
-    free: int,
+    free: MachineSet,
     ends: Sequence[tuple[float, int, int]],
     now: float,
     *,
     backfilling: bool = True,
     shortest_first: bool = False,
     greedy: bool = False,
-) -> tuple[list[tuple[C, int]], Reservation | None]:
-    """One EASY pass. Returns the jobs to start with their machine masks, in start order, and
-    the reservation made (``None`` if the whole queue started). With ``backfilling=False`` the
-    pass stops at the head (plain list scheduling), which makes no reservation. With
-    ``shortest_first`` the jobs behind the head are tried for backfilling in order of their
-    estimate, shortest first, queue order among equals (SJBF, as EASY++ does). With ``greedy``
-    every job that fits starts, in queue order, and nothing is reserved (the PRB dispatcher's
-    allocation)."""
+) -> tuple[list[tuple[C, Runs]], Reservation | None]:
+    """One EASY pass. Returns the jobs to start with their machines (taken from ``free``), in
+    start order, and the reservation made (``None`` if the whole queue started). With
+    ``backfilling=False`` the pass stops at the head (plain list scheduling), which makes no
+    reservation. With ``shortest_first`` the jobs behind the head are tried for backfilling in
+    order of their estimate, shortest first, queue order among equals (SJBF, as EASY++ does).
+    With ``greedy`` every job that fits starts, in queue order, and nothing is reserved (the PRB
+    dispatcher's allocation)."""
     if greedy:
         return greedy_allocation(queue, free), None
-    started: list[tuple[C, int]] = []
-    free_count = free.bit_count()
+    started: list[tuple[C, Runs]] = []
+    take = free.take_lowest
+    free_count = free.count
     index = 0
     size = len(queue)
     while index < size:
         job = queue[index]
         if job.res > free_count:
             break
-        taken = lowest(free, job.res)
-        free ^= taken
+        started.append((job, take(job.res)))
         free_count -= job.res
-        started.append((job, taken))
         index += 1
     if index == size or not backfilling:
         return started, None
     head = queue[index]
     if started:  # jobs started above end too: count their expected ends in
         ends = list(ends)
-        for k, (job, _mask) in enumerate(started):
+        for k, (job, _alloc) in enumerate(started):
             insort(ends, (now + job.est, -1 - k, job.res))
     shadow, extra = reservation_for(head.res, free_count, ends, now)
     reservation = Reservation(head, shadow, extra)
@@ -145,10 +143,8 @@ def easy_pass(
             extra -= res
         else:
             continue
-        taken = lowest(free, res)
-        free ^= taken
+        started.append((job, take(res)))
         free_count -= res
-        started.append((job, taken))
         if free_count == 0:
             break
     return started, reservation

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from procset import ProcSet
 
-from batsched_ml.alloc import intervals_of
+from batsched_ml.alloc import Runs
 from batsched_ml.outputs import write_text
 
 JOBS_CSV_COLUMNS: tuple[str, ...] = (
@@ -172,12 +172,12 @@ def stretch_of(turnaround: float, execution: float) -> float:
 
 
 @lru_cache(maxsize=4096)
-def alloc_text(mask: int) -> str:
-    """The allocation of bitmask ``mask`` as Batsim writes it, which is ``str`` of its ProcSet
-    (maximal intervals, ``a-b`` or ``a``, separated by spaces), cached: a scheduler placing jobs
-    on the lowest free machines hands out the same allocations again and again, and formatting
-    a ProcSet took about a tenth of a whole replay."""
-    return " ".join(str(a) if a == b else f"{a}-{b}" for a, b in intervals_of(mask))
+def alloc_text(runs: Runs) -> str:
+    """The allocation of ``runs`` (a ProcSet's intervals) as Batsim writes it, which is ``str``
+    of its ProcSet (maximal intervals, ``a-b`` or ``a``, separated by spaces), cached: a
+    scheduler placing jobs on the lowest free machines hands out the same allocations again and
+    again, and formatting a ProcSet took about a tenth of a whole replay."""
+    return " ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _times_ld(subtime: float, start: float, finish: float) -> tuple[float, ...]:

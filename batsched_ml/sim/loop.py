@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from batsched_ml.alloc import full_mask, lowest, mask_of, procset_of
+from batsched_ml.alloc import MachineSet, procset_of_runs, runs_of
 from batsched_ml.protocol.events import (
     Event,
     ExecuteJob,
@@ -40,7 +40,7 @@ class SerialFcfs:
     """FCFS without backfilling, lowest free machine ids first."""
 
     def __init__(self, nb_machines: int = 0) -> None:
-        self.free = full_mask(nb_machines)
+        self.free = MachineSet.full(nb_machines)
         self.queue: deque[tuple[str, int]] = deque()
 
     def __call__(self, message: Message) -> Message:
@@ -49,13 +49,11 @@ class SerialFcfs:
             if isinstance(event, JobSubmitted):
                 self.queue.append((event.job_id, event.job["res"]))
             elif isinstance(event, JobCompleted):
-                self.free |= mask_of(event.alloc)
+                self.free.add(runs_of(event.alloc))
             elif isinstance(event, SimulationBegins):
-                self.free = full_mask(event.nb_compute_resources)
+                self.free = MachineSet.full(event.nb_compute_resources)
         decisions: list[Event] = []
-        while self.queue and self.free.bit_count() >= self.queue[0][1]:
+        while self.queue and self.free.count >= self.queue[0][1]:
             job_id, res = self.queue.popleft()
-            taken = lowest(self.free, res)
-            self.free ^= taken
-            decisions.append(ExecuteJob(now, job_id, procset_of(taken)))
+            decisions.append(ExecuteJob(now, job_id, procset_of_runs(self.free.take_lowest(res))))
         return Message(now, decisions)

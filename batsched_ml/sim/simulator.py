@@ -53,7 +53,7 @@ from typing import Any
 
 from procset import ProcSet
 
-from batsched_ml.alloc import mask_of, procset_of
+from batsched_ml.alloc import MachineSet, Runs, intervals_of, procset_of_runs, runs_of, size_of
 from batsched_ml.errors import UserError
 from batsched_ml.gc_control import collector_paused
 from batsched_ml.protocol.events import (
@@ -212,10 +212,10 @@ class problems:
 
     @staticmethod
     def execute(
-        decision: ExecuteJob, job_id: str, res: int, hosts: int, busy: int
+        decision: ExecuteJob, job_id: str, res: int, hosts: int, busy: MachineSet | int
     ) -> InvalidDecision | None:
         """What is wrong with the allocation of an EXECUTE_JOB (``busy``: the machines in use,
-        as a mask), or None."""
+        a set, or a bitmask from the compiled simulator), or None."""
         if decision.extra:
             return InvalidDecision(
                 decision.TYPE, job_id, f"unsupported fields {sorted(decision.extra)}"
@@ -223,27 +223,25 @@ class problems:
         alloc = decision.alloc
         if not alloc:
             return InvalidDecision(decision.TYPE, job_id, "empty allocation")
-        # counted on the mask (a ProcSet's len is a Python loop over its intervals); a mask
-        # needs ids >= 0, which the bounds check below refuses otherwise
-        lowest = alloc.min
-        mask = mask_of(alloc) if lowest >= 0 else 0
-        size = mask.bit_count() if lowest >= 0 else len(alloc)
+        # counted on the runs (a ProcSet's len is a generator over ProcInt lengths)
+        runs = runs_of(alloc)
+        size = size_of(runs)
         if size != res:
             return InvalidDecision(
                 decision.TYPE,
                 job_id,
                 f"allocation {alloc} has {size} machines, the job requests {res}",
             )
-        if lowest < 0 or alloc.max >= hosts:
+        if runs[0][0] < 0 or runs[-1][1] >= hosts:
             return InvalidDecision(
                 decision.TYPE,
                 job_id,
                 f"allocation {alloc} names machines outside 0-{hosts - 1}",
             )
-        if mask & busy:
-            return InvalidDecision(
-                decision.TYPE, job_id, f"machines {procset_of(mask & busy)} are already in use"
-            )
+        in_use = busy if isinstance(busy, MachineSet) else MachineSet(intervals_of(busy))
+        if not in_use.isdisjoint(runs):
+            taken = procset_of_runs(in_use.intersection(runs))
+            return InvalidDecision(decision.TYPE, job_id, f"machines {taken} are already in use")
         return None
 
     @staticmethod
@@ -335,7 +333,7 @@ class _LiveJob:
     end: float = 0.0
     final: str = ""
     alloc: ProcSet | None = None
-    mask: int = 0
+    runs: Runs = ()
     actor: Actor | None = None
     kill_requested: bool = False
     metadata: str = ""
@@ -390,7 +388,7 @@ class BatsimSimulator:
         self._live: dict[str, _LiveJob] = {}
         self._to_delete: list[_LiveJob] = []  # finished or rejected, until the next message
         self._used_ids: set[str] = set()
-        self._busy = 0
+        self._busy = MachineSet()
         self._kernel = Kernel()
         self._run: Generator[Any, Any, None] | None = None
         self._last_now = 0.0
@@ -690,7 +688,7 @@ class BatsimSimulator:
         self._finish(job)
 
     def _finish(self, job: _LiveJob) -> None:
-        self._busy &= ~job.mask
+        self._busy.remove(job.runs)
         self._to_delete.append(job)
         job.actor = None  # its code is over: neither kept alive nor traversed by the GC
         assert job.alloc is not None
@@ -705,7 +703,7 @@ class BatsimSimulator:
                 state=job.final,
                 start=job.start,
                 finish=job.end,
-                alloc=jobs_csv.alloc_text(job.mask),
+                alloc=jobs_csv.alloc_text(job.runs),
                 metadata=job.metadata,
             )
         )
@@ -729,12 +727,12 @@ class BatsimSimulator:
         if problem is not None:
             raise problem
         alloc = decision.alloc
-        mask = mask_of(alloc)
-        self._busy |= mask
+        runs = runs_of(alloc)
+        self._busy.add(runs)
         self._running += 1
         job.state = _RUNNING
         job.alloc = alloc
-        job.mask = mask
+        job.runs = runs
         return (CREATE, f"job_{job.job_id}", self._job(job))
 
     def _on_reject(self, decision: RejectJob) -> None:
