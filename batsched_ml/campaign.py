@@ -835,6 +835,29 @@ def dropped_by_trace(table: pd.DataFrame, output: Path) -> dict[str, dict[str, i
     return {trace: dropped for trace, dropped in found.items() if dropped}
 
 
+def spec_of_row(row: Any) -> RunSpec:
+    """The run a row of a results table names (a dict or a pandas row); the columns a table
+    made before a field existed take the field's default, and pandas' missing values (NaN)
+    the field's ``None``."""
+    defaults = {f.name: f.default for f in fields(RunSpec)}
+    values: dict[str, Any] = {}
+    for name in SPEC_FIELDS:
+        if name not in row:
+            continue
+        value = row[name]
+        if isinstance(value, float) and value != value:  # NaN: a None written to CSV
+            value = None if defaults[name] is None or name == "starvation_hours" else ""
+        values[name] = value
+    if "seed" in values:
+        values["seed"] = int(values["seed"])
+    if "backfilling" in values:
+        values["backfilling"] = bool(values["backfilling"])
+    for name in ("predictor_options", "dispatcher_options", "classifier_options"):
+        if values.get(name) is None:
+            values[name] = ""
+    return RunSpec(**values)
+
+
 def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFrame:
     rank = {
         {k: v for k, v in asdict(spec).items() if k in SPEC_FIELDS}.__repr__(): i

@@ -611,3 +611,36 @@ def test_every_campaign_file_of_the_repository_loads() -> None:
     folder = Path(__file__).resolve().parents[1] / "campaigns"
     for path in sorted(folder.glob("*.toml")):
         assert load_campaign(path).runs, path
+
+
+def test_a_results_row_names_its_run_whatever_table_it_comes_from() -> None:
+    """Rows of a results table written before backfilling and the starvation threshold were
+    campaign keys, and rows read back by pandas (NaN for None and empty texts), name the same
+    runs as the specs that made them."""
+    from batsched_ml.campaign import spec_of_row
+
+    old = {
+        "trace": "t",
+        "policy": "fcfs",
+        "variant": "base",
+        "seed": 0.0,
+        "predictor": "requested",
+        "correction": "none",
+        "dispatcher": "easy",
+        "predictor_options": float("nan"),
+        "dispatcher_options": float("nan"),
+        "copy": 0,
+        "shake_seconds": 60,
+        "classifier_options": float("nan"),
+    }
+    assert spec_of_row(old) == load_spec_default()
+    new = {**old, "backfilling": False, "starvation_hours": float("nan")}
+    spec = spec_of_row(new)
+    assert spec.backfilling is False and spec.starvation_hours is None
+    assert spec.folder(Path("o")).name == "fcfs-base-nobackfill-starvenone"
+
+
+def load_spec_default():
+    from batsched_ml.campaign import RunSpec
+
+    return RunSpec("t", "fcfs", "base")

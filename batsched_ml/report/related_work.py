@@ -17,7 +17,12 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.campaign import RESULT_COLUMNS, SPEC_FIELDS, Campaign, RunSpec, result_row
+from batsched_ml.campaign import (
+    RESULT_COLUMNS,
+    Campaign,
+    result_row,
+    spec_of_row,
+)
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS
 from batsched_ml.scheduler.predictors import PREDICTORS as BUILTIN
 
@@ -245,7 +250,7 @@ def missing_section(table: pd.DataFrame, campaign: Campaign) -> list[str]:
         "",
     ]
     for _, row in missing.iterrows():
-        spec = RunSpec(**{**{k: row[k] for k in SPEC_FIELDS}, "seed": int(row["seed"])})
+        spec = spec_of_row(row)
         out.append(f"- `{spec.folder(Path('.')).as_posix()}`")
     out.append("")
     return out
