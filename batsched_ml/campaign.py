@@ -72,6 +72,7 @@ from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
+from batsched_ml.workload import archive, shipped
 from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
 SEEDED_VARIANTS = ("classification", "classification-idempotent")
@@ -451,7 +452,7 @@ def result_row(
 def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
-    path = Path(trace_dir) / f"{spec.trace}.swf.gz"
+    path = shipped.resolve(spec.trace, trace_dir)
     record = workload_record(path, shaking=spec.shaking)
     return RunIdentity("replay", spec.config().as_dict(), record)
 
@@ -476,7 +477,7 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
 
         claimed = claim(folder, identity, force=True)  # the campaign owns its run folders
         with claimed.running():
-            workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
+            workload = load_workload(shipped.resolve(spec.trace, trace_dir))
             # recorded in run.json and summary.json; the campaign says it once per trace
             claimed.notes["input_cleaning"] = dropped_jobs(workload)
             if spec.shaking is not None:
@@ -502,7 +503,7 @@ def estimated_cost(spec: RunSpec, trace_dir: str | Path) -> float:
     """A run's expected duration in arbitrary units: its trace's size times the factors of its
     variant and dispatcher (:data:`COST_FACTORS`)."""
     try:
-        size = float((Path(trace_dir) / f"{spec.trace}.swf.gz").stat().st_size)
+        size = float(shipped.resolve(spec.trace, trace_dir).stat().st_size)
     except OSError:  # the run will fail fast
         size = 0.0
     return (
@@ -581,6 +582,7 @@ def run_campaign(
             f"campaigns need Dask and pyarrow, not installed here ({', '.join(missing)}): "
             "pip install 'dask[distributed]' pyarrow"
         )
+    archive.check_fetched((spec.trace for spec in campaign.runs), campaign.trace_dir)
     from dask.distributed import as_completed
 
     campaign.output.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from batsched_ml import __version__
+from batsched_ml.cli_traces import add_parser as add_traces_parser
 from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.plugins import Choices
 from batsched_ml.predict.params import ForestParams
@@ -772,6 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip and count malformed lines instead of stopping at the first",
     )
     convert.set_defaults(handler=_cmd_workload_convert)
+    add_traces_parser(commands)
 
     replay = commands.add_parser(
         "replay",
