@@ -70,7 +70,7 @@ def _cmd_workload_convert(args: argparse.Namespace) -> int:
     from batsched_ml.workload.io import write_converted
     from batsched_ml.workload.swf import read_swf
 
-    trace = read_swf(args.trace, lenient=args.lenient)
+    trace = read_swf(shipped.resolve(args.trace), lenient=args.lenient)
     workload = convert_trace(trace, machine_size=args.machine_size)  # no jobs: nothing written
     output_dir(args.output)
     name = args.name or trace.name

@@ -266,6 +266,8 @@ def test_replay_takes_a_log_by_name(tiny, tmp_path, monkeypatch, capsys) -> None
     assert summary["jobs"] == 9
     run = json.loads((out / "run.json").read_text())
     assert run["workload"]["name"] == tiny["TINY-B"].file
+    assert main(["workload", "convert", "tiny-b", "-o", str(tmp_path / "converted")]) == 0
+    assert (tmp_path / "converted" / "TINY-B-2000-1.0-cln.json").is_file()
 
 
 def test_a_campaign_finds_its_traces_in_the_cache(tiny, tmp_path, capsys) -> None:
