@@ -665,7 +665,10 @@ def _cmd_paper_results(args: argparse.Namespace) -> int:
             )
         return _write_page(args.output, paper.report(summaries, traces))
     trace_dir = Path(args.trace_dir)
-    missing = [t for t in traces if not (trace_dir / f"{t}.swf.gz").exists()]
+    from batsched_ml.workload.archive import check_fetched
+
+    check_fetched(traces, trace_dir)  # a log not downloaded: one line saying how to fetch it
+    missing = [t for t in traces if not shipped.resolve(t, trace_dir).exists()]
     if missing:
         raise FileNotFoundError(f"no {', '.join(missing)} in {trace_dir}")
     failed = paper.run_all(runs, trace_dir, Path(args.runs), workers=args.workers)

@@ -296,6 +296,20 @@ def test_a_campaign_finds_its_traces_in_the_cache(tiny, tmp_path, capsys) -> Non
     assert shipped.resolve("unknown", trace_dir) == trace_dir / "unknown.swf.gz"
 
 
+def test_paper_results_says_how_to_fetch_its_traces(tiny, tmp_path, capsys) -> None:
+    argv = [
+        "paper-results",
+        *("-o", str(tmp_path / "results.md"), "--runs", str(tmp_path / "runs")),
+        *("--trace-dir", str(tmp_path / "none"), "--traces", "TINY-A-2000-1.0-cln"),
+        *("--policies", "fcfs", "--variants", "base", "--workers", "1"),
+    ]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"batsched-ml: error: not downloaded (nor in {tmp_path / 'none'}): TINY-A: "
+        "batsched-ml traces fetch TINY-A\n"
+    )
+
+
 def test_the_progress_bar_and_quiet(tiny, capsys) -> None:
     assert main(["traces", "fetch", "TINY-A"]) == 0
     err = capsys.readouterr().err
