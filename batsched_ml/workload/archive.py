@@ -374,7 +374,7 @@ def fetch(
         return target, False
     url = trace.url(base)
     folder.mkdir(parents=True, exist_ok=True)
-    part = folder / f"{trace.file}.part"
+    part = folder / f"{trace.file}.{os.getpid()}.part"  # a fetch of its own per process
     part.unlink(missing_ok=True)
     bar = None
     if progress:
