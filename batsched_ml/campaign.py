@@ -75,6 +75,7 @@ from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
+from batsched_ml.workload import archive, shipped
 from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
 SEEDED_VARIANTS = ("classification", "classification-idempotent")
@@ -530,21 +531,33 @@ def trace_entry(entry: str, trace_dir: str | Path | None) -> tuple[str, str]:
     return name, str(file)
 
 
-def trace_path(spec: RunSpec, trace_dir: str | Path) -> Path:
+def trace_path(spec: RunSpec, trace_dir: str | Path, *, fetched: bool = True) -> Path:
     """The trace file of ``spec``: its :attr:`~RunSpec.trace_file`, else ``TRACE.swf.gz`` in
-    ``trace_dir`` (``TRACE.swf`` when only that exists)."""
+    ``trace_dir`` (``TRACE.swf`` when only that exists), else the shipped or downloaded trace
+    of that name (:func:`batsched_ml.workload.shipped.resolve`): a known log not downloaded
+    raises :class:`~batsched_ml.workload.archive.TraceNotFetched` (one line saying how to fetch
+    it), or with ``fetched=False`` gives the path it would be read from in ``trace_dir``."""
     if spec.trace_file:
         return Path(spec.trace_file)
     gzipped = Path(trace_dir) / f"{spec.trace}.swf.gz"
     plain = Path(trace_dir) / f"{spec.trace}.swf"
-    return plain if not gzipped.exists() and plain.exists() else gzipped
+    if gzipped.exists() or plain.exists():
+        return plain if not gzipped.exists() else gzipped
+    # not in trace_dir: a shipped trace, or a log of the archive downloaded to the cache (one
+    # not downloaded is the missing file, which the campaign's check names with its fetch)
+    try:
+        return shipped.resolve(spec.trace, trace_dir)
+    except archive.TraceNotFetched:
+        if fetched:
+            raise
+        return gzipped
 
 
 def _one_file_per_name(runs: list[RunSpec], trace_dir: Path, path: Path) -> None:
     """Two traces of one name would share their run folders: refused."""
     files: dict[str, Path] = {}
     for spec in runs:
-        file = trace_path(spec, trace_dir)
+        file = trace_path(spec, trace_dir, fetched=False)
         if files.setdefault(spec.trace, file) != file:
             raise CampaignError(
                 f"{path}: [campaign] traces {files[spec.trace]} and {file} have the same name "
@@ -558,7 +571,7 @@ def check_inputs(campaign: Campaign) -> None:
     each run failing on its own with ``cannot read``."""
     seen: dict[Path, None] = {}
     for spec in campaign.runs:
-        seen.setdefault(trace_path(spec, campaign.trace_dir), None)
+        seen.setdefault(trace_path(spec, campaign.trace_dir, fetched=False), None)
     missing = [str(f) for f in seen if not (f.is_file() and os.access(f, os.R_OK))]
     if missing:
         where = f"{campaign.source}: " if campaign.source is not None else ""
@@ -686,7 +699,7 @@ def estimated_cost(spec: RunSpec, trace_dir: str | Path) -> float:
     """A run's expected duration in arbitrary units: its trace's size times the factors of its
     variant and dispatcher (:data:`COST_FACTORS`)."""
     try:
-        size = float(trace_path(spec, trace_dir).stat().st_size)
+        size = float(trace_path(spec, trace_dir, fetched=False).stat().st_size)
     except OSError:  # the run will fail fast
         size = 0.0
     return (
@@ -765,6 +778,7 @@ def run_campaign(
             f"campaigns need Dask and pyarrow, not installed here ({', '.join(missing)}): "
             "pip install 'dask[distributed]' pyarrow"
         )
+    archive.check_fetched((spec.trace for spec in campaign.runs), campaign.trace_dir)
     from dask.distributed import as_completed
 
     check_inputs(campaign)  # before the output folder exists

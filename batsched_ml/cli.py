@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from batsched_ml import __version__
+from batsched_ml.cli_traces import add_parser as add_traces_parser
 from batsched_ml.errors import ConfigError, OutputHoldsRun, UserError
 from batsched_ml.plugins import Choices
 from batsched_ml.predict.params import ForestParams
@@ -109,7 +110,7 @@ def _cmd_workload_convert(args: argparse.Namespace) -> int:
     from batsched_ml.workload.swf import read_swf
 
     _not_a_run_folder(Path(args.output))
-    trace = read_swf(args.trace, lenient=args.lenient)
+    trace = read_swf(shipped.resolve(args.trace), lenient=args.lenient)
     workload = convert_trace(trace, machine_size=args.machine_size)  # no jobs: nothing written
     output_dir(args.output)
     name = args.name or trace.name
@@ -725,7 +726,10 @@ def _cmd_paper_results(args: argparse.Namespace) -> int:
             )
         return _write_page(args.output, paper.report(summaries, traces))
     trace_dir = Path(args.trace_dir)
-    missing = [t for t in traces if not (trace_dir / f"{t}.swf.gz").exists()]
+    from batsched_ml.workload.archive import check_fetched
+
+    check_fetched(traces, trace_dir)  # a log not downloaded: one line saying how to fetch it
+    missing = [t for t in traces if not shipped.resolve(t, trace_dir).exists()]
     if missing:
         raise FileNotFoundError(f"no {', '.join(missing)} in {trace_dir}")
     failed = paper.run_all(runs, trace_dir, Path(args.runs), workers=args.workers)
@@ -844,6 +848,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip and count malformed lines instead of stopping at the first",
     )
     convert.set_defaults(handler=_cmd_workload_convert)
+    add_traces_parser(commands)
 
     replay = commands.add_parser(
         "replay",
