@@ -5,7 +5,8 @@ A campaign file (TOML) names what to run and where results go::
     [campaign]
     output = "runs/paper"                 # run folders: OUTPUT/TRACE/POLICY-VARIANT[-seedN]
     trace_dir = "../shared/traces"        # TRACE.swf.gz files (relative to the campaign file)
-    traces = ["KTH-SP2-1996-2.1-cln"]
+    traces = ["KTH-SP2-1996-2.1-cln"]     # names in trace_dir, or paths to .swf / .swf.gz
+                                          # files (relative: from trace_dir): trace_entry
     policies = ["fcfs", "spf"]
     variants = ["base", "classification-idempotent"]
     seeds = [0]                           # the forest's random_state; optional, default [0]
@@ -41,7 +42,9 @@ owner's name (``fcfs-base-su-alpha=1.5-cph-window=64``); runs without options ke
 folders. Classifier options go with the classified variants (``class-clairvoyant``: only
 ``divider_quantile``), after the variant (``fcfs-classification-idempotent-threshold=0.6``).
 
-Each replay is one Dask task (:func:`run_one`): it loads and converts its trace, replays it
+Before the first run, every trace is checked (:func:`check_inputs`): one missing or unreadable
+stops the campaign with one line naming them (exit 66), nothing run and nothing written. Each
+replay is one Dask task (:func:`run_one`): it loads and converts its trace, replays it
 with the in-process trainer and writes the run folder; a run whose ``summary.json`` exists is
 skipped (a campaign resumes after an interruption); a failing run is recorded with its error
 and the others go on. The results table, one row per run (status, seconds, the main figures),
@@ -66,7 +69,7 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.errors import ConfigError, UserError
+from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, VARIANTS
 from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
@@ -126,6 +129,9 @@ class RunSpec:
     copy: int = 0  # the shaken copy of the trace (0: the trace itself)
     shake_seconds: int = DEFAULT_SHAKE_SECONDS
     classifier_options: str = ""  # the classifier's, as predictor_options
+    #: the trace's file when the campaign names it by path (``/data/slice.swf``); ``""``: the
+    #: trace named ``trace`` in the campaign's trace_dir (:func:`trace_path`)
+    trace_file: str = ""
 
     def folder(self, output: Path) -> Path:
         """``TRACE/POLICY-VARIANT``, then the predictor, correction and dispatcher when they
@@ -180,7 +186,9 @@ class RunSpec:
         )
 
 
-SPEC_FIELDS = tuple(f.name for f in fields(RunSpec))
+#: The fields that name a run, columns of the results table: all but the trace's file (a
+#: campaign's trace names are unique, :func:`_one_file_per_name`; the file is where it was read).
+SPEC_FIELDS = tuple(f.name for f in fields(RunSpec) if f.name != "trace_file")
 
 
 def options_text(options: dict[str, Any], where: str) -> str:
@@ -241,6 +249,7 @@ def load_campaign(path: str | Path) -> Campaign:
     if not isinstance(table, dict):
         raise CampaignError(f"{path}: no [campaign] table")
     base = path.parent
+    trace_dir = (base / table.get("trace_dir", "traces")).resolve()
     grids = table.get("grid", [{}])
     if not isinstance(grids, list) or not all(isinstance(g, dict) for g in grids):
         raise CampaignError(
@@ -249,13 +258,16 @@ def load_campaign(path: str | Path) -> Campaign:
     runs: list[RunSpec] = []
     for grid in grids:
         merged = {**{k: v for k, v in table.items() if k != "grid"}, **grid}
-        for spec in _expand_table(merged, path):
+        for spec in _expand_table(merged, path, trace_dir):
             if spec not in runs:
                 runs.append(spec)
+    if not runs:
+        raise CampaignError(f"{path}: no run: the run configuration refuses every combination")
+    _one_file_per_name(runs, trace_dir, path)
     dask = config.get("dask", {})
     return Campaign(
         output=(base / table.get("output", "runs/campaign")).resolve(),
-        trace_dir=(base / table.get("trace_dir", "traces")).resolve(),
+        trace_dir=trace_dir,
         runs=runs,
         scheduler=str(dask.get("scheduler", "")),
         workers=int(dask.get("workers", 0)),
@@ -263,8 +275,10 @@ def load_campaign(path: str | Path) -> Campaign:
     )
 
 
-def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
+def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[RunSpec]:
     traces = _list(table, "traces", path)
+    if not all(isinstance(t, str) and t.strip() for t in traces):
+        raise CampaignError(f"{path}: [campaign] traces must be names or paths (strings)")
     policies = _list(table, "policies", path, sorted(POLICIES))
     variants = _list(table, "variants", path, list(VARIANTS))
     seeds = _list(table, "seeds", path, default=[0])
@@ -294,6 +308,7 @@ def _expand_table(table: dict[str, Any], path: Path) -> list[RunSpec]:
         copies=copies,
         shake_seconds=shake_seconds,
         classifier_options=classifier_options,
+        trace_dir=trace_dir,
     )
     # an option table that fits no run is a mistake (a typo, a parameter of another
     # predictor): say so rather than run nothing for it
@@ -336,15 +351,18 @@ def expand(
     copies: int = 1,
     shake_seconds: int = DEFAULT_SHAKE_SECONDS,
     classifier_options: list[str] = [""],  # noqa: B006
+    trace_dir: str | Path | None = None,
 ) -> list[RunSpec]:
-    """Every run of the campaign, once, for each of the ``copies`` of each trace: seeds
+    """Every run of the campaign, once, for each of the ``copies`` of each trace (a name, or a
+    path: :func:`trace_entry`, relative paths from ``trace_dir``): seeds
     multiply only the variants that train a forest; of the product of the rest, the
     combinations that the run configuration accepts (:func:`valid`: one validation, the
     replay's own). Option texts (see :func:`options_text`) go with the predictors and
     dispatchers whose constructors take them."""
     runs: list[RunSpec] = []
     seen: set[RunSpec] = set()
-    for trace in traces:
+    for entry in traces:
+        trace, trace_file = trace_entry(entry, trace_dir)
         for policy in policies:
             for variant in variants:
                 for seed in seeds if variant in SEEDED_VARIANTS else [seeds[0]]:
@@ -374,6 +392,7 @@ def expand(
                             p_opts,
                             d_opts,
                             classifier_options=c_opts,
+                            trace_file=trace_file,
                         )
                         if spec in seen or not valid(spec):
                             continue
@@ -383,6 +402,73 @@ def expand(
                             for copy in range(copies)
                         )
     return runs
+
+
+#: The endings of an SWF trace's file, gzipped first: the default for a trace named without one.
+TRACE_SUFFIXES = (".swf.gz", ".swf")
+
+
+def trace_entry(entry: str, trace_dir: str | Path | None) -> tuple[str, str]:
+    """A trace of a campaign file as the run's trace name and file (:attr:`RunSpec.trace`,
+    :attr:`RunSpec.trace_file`). A name (``KTH-SP2-1996-2.1-cln``) is the trace ``NAME.swf.gz``
+    (else ``NAME.swf``) of ``trace_dir``: no file of its own. A path (it ends in ``.swf`` or
+    ``.swf.gz``, or holds a ``/``; relative: from ``trace_dir``) is that file, and the name is
+    its file name without the ending (``/data/slice.swf``: ``slice``, in folder
+    ``OUTPUT/slice/...``)."""
+    text = entry.strip()
+    base = Path(text).name
+    for suffix in TRACE_SUFFIXES:
+        if base.endswith(suffix) and len(base) > len(suffix):
+            name = base[: -len(suffix)]
+            break
+    else:
+        if "/" not in text:
+            return text, ""
+        name = base
+    file = Path(text) if trace_dir is None else Path(trace_dir) / text
+    if trace_dir is not None and file.parent == Path(trace_dir) and file.name == f"{name}.swf.gz":
+        return name, ""  # the file a name stands for: the same run as the plain name
+    return name, str(file)
+
+
+def trace_path(spec: RunSpec, trace_dir: str | Path) -> Path:
+    """The trace file of ``spec``: its :attr:`~RunSpec.trace_file`, else ``TRACE.swf.gz`` in
+    ``trace_dir`` (``TRACE.swf`` when only that exists)."""
+    if spec.trace_file:
+        return Path(spec.trace_file)
+    gzipped = Path(trace_dir) / f"{spec.trace}.swf.gz"
+    plain = Path(trace_dir) / f"{spec.trace}.swf"
+    return plain if not gzipped.exists() and plain.exists() else gzipped
+
+
+def _one_file_per_name(runs: list[RunSpec], trace_dir: Path, path: Path) -> None:
+    """Two traces of one name would share their run folders: refused."""
+    files: dict[str, Path] = {}
+    for spec in runs:
+        file = trace_path(spec, trace_dir)
+        if files.setdefault(spec.trace, file) != file:
+            raise CampaignError(
+                f"{path}: [campaign] traces {files[spec.trace]} and {file} have the same name "
+                f"{spec.trace!r} (their runs would share OUTPUT/{spec.trace}): rename one"
+            )
+
+
+def check_inputs(campaign: Campaign) -> None:
+    """Every trace of ``campaign`` is a readable file, or :class:`~.errors.InputMissing` (exit
+    66) names those that are not: checked before anything runs or is written, rather than
+    each run failing on its own with ``cannot read``."""
+    seen: dict[Path, None] = {}
+    for spec in campaign.runs:
+        seen.setdefault(trace_path(spec, campaign.trace_dir), None)
+    missing = [str(f) for f in seen if not (f.is_file() and os.access(f, os.R_OK))]
+    if missing:
+        where = f"{campaign.source}: " if campaign.source is not None else ""
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        shown = ", ".join(missing[:5]) + more
+        raise InputMissing(
+            f"{where}{len(missing)} of {len(seen)} trace(s) missing or unreadable: {shown}; "
+            "nothing run, nothing written"
+        )
 
 
 def valid(spec: RunSpec) -> bool:
@@ -451,8 +537,7 @@ def result_row(
 def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
-    path = Path(trace_dir) / f"{spec.trace}.swf.gz"
-    record = workload_record(path, shaking=spec.shaking)
+    record = workload_record(trace_path(spec, trace_dir), shaking=spec.shaking)
     return RunIdentity("replay", spec.config().as_dict(), record)
 
 
@@ -476,7 +561,7 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
 
         claimed = claim(folder, identity, force=True)  # the campaign owns its run folders
         with claimed.running():
-            workload = load_workload(Path(trace_dir) / f"{spec.trace}.swf.gz")
+            workload = load_workload(trace_path(spec, trace_dir))
             # recorded in run.json and summary.json; the campaign says it once per trace
             claimed.notes["input_cleaning"] = dropped_jobs(workload)
             if spec.shaking is not None:
@@ -502,7 +587,7 @@ def estimated_cost(spec: RunSpec, trace_dir: str | Path) -> float:
     """A run's expected duration in arbitrary units: its trace's size times the factors of its
     variant and dispatcher (:data:`COST_FACTORS`)."""
     try:
-        size = float((Path(trace_dir) / f"{spec.trace}.swf.gz").stat().st_size)
+        size = float(trace_path(spec, trace_dir).stat().st_size)
     except OSError:  # the run will fail fast
         size = 0.0
     return (
@@ -583,6 +668,7 @@ def run_campaign(
         )
     from dask.distributed import as_completed
 
+    check_inputs(campaign)  # before the output folder exists
     campaign.output.mkdir(parents=True, exist_ok=True)
     # a worker killed on purpose is not news: Dask's warnings about it, and multiprocessing's
     # about its semaphores (its tracker process inherits this), stay off the terminal
@@ -651,7 +737,10 @@ def dropped_by_trace(table: pd.DataFrame, output: Path) -> dict[str, dict[str, i
 
 
 def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFrame:
-    rank = {asdict(spec).__repr__(): i for i, spec in enumerate(order)}
+    rank = {
+        {k: v for k, v in asdict(spec).items() if k in SPEC_FIELDS}.__repr__(): i
+        for i, spec in enumerate(order)
+    }
     rows = sorted(
         rows,
         key=lambda r: rank.get({k: r[k] for k in SPEC_FIELDS}.__repr__(), 0),

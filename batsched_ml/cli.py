@@ -1,7 +1,8 @@
 """The ``batsched-ml`` command line: a thin layer that wires the modules together.
 
 Every user-facing failure (bad input file, invalid option) ends with one ``batsched-ml: error:``
-line on stderr and exit status 2, never a traceback.
+line on stderr and exit status 2 (a few have their own status: :mod:`batsched_ml.errors` lists
+them all), never a traceback.
 """
 
 from __future__ import annotations
@@ -17,20 +18,58 @@ from pathlib import Path
 from typing import NoReturn
 
 from batsched_ml import __version__
-from batsched_ml.errors import ConfigError, UserError
+from batsched_ml.errors import ConfigError, OutputHoldsRun, UserError
 from batsched_ml.plugins import Choices
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, POLICIES, PREDICTORS, VARIANTS
 from batsched_ml.workload import shipped
 
-#: What a user can fix, printed as one line with exit 2: the project's own error classes (all
-#: derive from :class:`~batsched_ml.errors.UserError`) and the system's refusals of a path the
-#: user named (missing file, no permission, full disk). Anything else is a bug: traceback,
+#: What a user can fix, printed as one line with exit 2 (or the error class's own status, see
+#: :mod:`batsched_ml.errors`): the project's own error classes (all derive from
+#: :class:`~batsched_ml.errors.UserError`) and the system's refusals of a path the user named
+#: (missing file, no permission, full disk). Anything else is a bug: traceback,
 #: exit 70 (EX_SOFTWARE), and a line asking to report it.
 USER_ERRORS: tuple[type[BaseException], ...] = (UserError, OSError)
 INTERNAL_ERROR = 70
 PEER_GONE = 3  # the peer's connection closed while its answer was awaited (errors.PeerGone)
 INTERRUPTED, TERMINATED = 130, 143
+#: The reader of standard output went away (``batsched-ml ... | head``): the command ends
+#: quietly with the status of a process killed by SIGPIPE, 128 + 13, as ``cat`` or ``grep``
+#: do, no error line and no traceback.
+BROKEN_PIPE = 141
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (so a ``BrokenPipeError``
+    came from writing to it, not from another pipe or socket)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced (tests) or closed
+        return False
+    if not hasattr(select, "poll"):  # no way to tell: standard output is the likely pipe
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _quiet_broken_pipe() -> int:
+    """End quietly after the reader of standard output went away: what is still buffered is
+    dropped (standard output now writes to /dev/null, so that Python's own flush at exit
+    does not print ``Exception ignored ... BrokenPipeError``)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return BROKEN_PIPE
+
+
+def _exit_code(exc: BaseException) -> int:
+    """The exit status of a user error: 2, or the class's own (:mod:`batsched_ml.errors`:
+    66 for a missing input, 73 for an output folder that must not be written)."""
+    code = getattr(exc, "exit_code", 2)
+    return code if isinstance(code, int) else 2
 
 
 class Terminated(KeyboardInterrupt):
@@ -69,6 +108,7 @@ def _cmd_workload_convert(args: argparse.Namespace) -> int:
     from batsched_ml.workload.io import write_converted
     from batsched_ml.workload.swf import read_swf
 
+    _not_a_run_folder(Path(args.output))
     trace = read_swf(args.trace, lenient=args.lenient)
     workload = convert_trace(trace, machine_size=args.machine_size)  # no jobs: nothing written
     output_dir(args.output)
@@ -79,6 +119,22 @@ def _cmd_workload_convert(args: argparse.Namespace) -> int:
     print(f"wrote {workload_path} ({workload.report.kept_jobs} jobs)")
     print(f"wrote {platform_path} ({workload.nb_res} hosts + master)")
     return 0
+
+
+#: Files that only a run writes: a folder holding one of them is a run's folder.
+RUN_MARKERS = ("run.json", "jobs.csv", "summary.json")
+
+
+def _not_a_run_folder(out: Path) -> None:
+    """Refuse an output folder that holds a run (exit 73): a converted workload written into
+    it would mix with the run's files (and a later ``--force`` of the run would refuse the
+    folder for holding files no run writes)."""
+    found = [name for name in RUN_MARKERS if (out / name).exists()]
+    if found:
+        raise OutputHoldsRun(
+            f"{out} holds a run ({', '.join(found)}): not writing a workload there; choose "
+            "another folder for -o"
+        )
 
 
 def _hours(text: str) -> float | None:
@@ -423,13 +479,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_campaign(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from batsched_ml.campaign import load_campaign, run_campaign
+    from batsched_ml.campaign import check_inputs, load_campaign, run_campaign
 
     campaign = load_campaign(args.config)
     if args.scheduler is not None:
         campaign.scheduler = args.scheduler
     if args.workers is not None:
         campaign.workers = args.workers
+    check_inputs(campaign)  # every trace there before anything runs or is written
     output_dir(campaign.output)
     with tqdm(total=len(campaign.runs), unit="run", disable=args.quiet) as bar:
 
@@ -551,7 +608,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from batsched_ml.replaying import make_scheduler
     from batsched_ml.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.served import ServedRun, serve_and_record
-    from batsched_ml.transport import bind_rep, serve
+    from batsched_ml.transport import bind_rep
+    from batsched_ml.transport_v5 import features_for, serve
     from batsched_ml.workload.io import dropped_jobs, load_workload, print_dropped
 
     calendar = None
@@ -591,6 +649,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                             handler,
                             timeout=timeout,
                             on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
+                            protocol=args.protocol,
+                            features=features_for(config),
+                            on_protocol=lambda found: print(f"speaking Batsim {found}", flush=True),
                         ),
                         args.output,
                     )
@@ -712,6 +773,17 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def _print_message(self, message: str, file=None) -> None:
+        """argparse's, except that a reader of ``--help`` gone away is not ignored: the command
+        line ends as any command whose reader went away (exit 141)."""
+        if message:
+            try:
+                (file or sys.stderr).write(message)
+            except BrokenPipeError:
+                raise
+            except (AttributeError, OSError):
+                pass
+
     def error(self, message: str) -> NoReturn:
         line = f"batsched-ml: error: {message} (see: {self.prog} --help)"
         print(line, file=sys.stderr)
@@ -822,11 +894,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        help="answer a real Batsim 4.2.1 over ZeroMQ",
+        help="answer a real Batsim (4.2.1 or 5) over ZeroMQ",
         description="Bind a ZeroMQ REP socket and schedule for the Batsim that connects to it "
-        "(batsim -s ENDPOINT) until SIMULATION_ENDS; exit 0 then.",
+        "(batsim -s ENDPOINT) until the simulation ends; exit 0 then.",
     )
-    serve.add_argument("--socket", default="tcp://*:28000", help="default: tcp://*:28000")
+    serve.add_argument(
+        "--socket",
+        default="tcp://127.0.0.1:28000",
+        help="where to listen for Batsim (default: tcp://127.0.0.1:28000, this machine only; "
+        "tcp://*:28000 listens on every interface, as the docker compose set-up does)",
+    )
+    serve.add_argument(
+        "--protocol",
+        choices=("auto", "4", "5"),
+        default="auto",
+        help="Batsim 4's or Batsim 5's protocol; auto (default): told by Batsim's first message",
+    )
     serve.add_argument(
         "--timeout",
         type=float,
@@ -847,7 +930,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--stop-trainer",
         action="store_true",
         help="ask the trainer at --trainer ENDPOINT to stop when the simulation ends (a "
-        "trainer dedicated to this run, as in the docker compose set-up)",
+        "trainer dedicated to this run, as in the docker compose set-up; a trainer obeys only "
+        "the run that owns it, the first to greet it)",
     )
     serve.add_argument(
         "-o",
@@ -866,7 +950,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve weekly training requests over ZeroMQ; models go to STORE (skops files "
         "and manifest.json), the finished-job history to an SQLite database.",
     )
-    trainer.add_argument("--socket", default="tcp://*:28100", help="default: tcp://*:28100")
+    trainer.add_argument(
+        "--socket",
+        default="tcp://127.0.0.1:28100",
+        help="where to listen for the scheduler (default: tcp://127.0.0.1:28100, this machine "
+        "only; tcp://*:28100 listens on every interface, as the docker compose set-up does). "
+        "Only the run that owns the trainer (the first to greet it) can stop it",
+    )
     trainer.add_argument(
         "--store", default="models", metavar="DIR", help="model store (relative to here)"
     )
@@ -1083,12 +1173,25 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
     except UsageError as exc:
         return 2, exc.line
     except SystemExit as exc:  # --help, --version
-        return (exc.code if isinstance(exc.code, int) else 0), None
+        code = exc.code if isinstance(exc.code, int) else 0
+        try:
+            sys.stdout.flush()  # `--help | head`: found here rather than in Python's exit
+        except BrokenPipeError:
+            return _quiet_broken_pipe(), None
+        return code, None
+    except BrokenPipeError:  # --help | head, the help longer than the pipe's buffer
+        if not _stdout_gone():
+            raise
+        return _quiet_broken_pipe(), None
     from batsched_ml.errors import PeerGone, TransportError
 
     try:
         with _stop_signals():
-            return int(args.handler(args)), None
+            code = int(args.handler(args))
+            # what is still buffered goes now: a reader gone away is found here, in the
+            # handling below, rather than by Python's flush at exit (exit 120 and a message)
+            sys.stdout.flush()
+            return code, None
     except PeerGone as exc:  # a peer whose connection closed while we waited for it: exit 3
         message = f"batsched-ml: error: {exc}"
         print(message, file=sys.stderr)
@@ -1097,10 +1200,16 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
         message = f"batsched-ml: error: {exc}"
         print(message, file=sys.stderr)
         return 1, message
+    except BrokenPipeError as exc:
+        if _stdout_gone():  # `batsched-ml ... | head`: the reader has what it wanted
+            return _quiet_broken_pipe(), None
+        message = f"batsched-ml: error: {exc}"  # another pipe: a system refusal, as below
+        print(message, file=sys.stderr)
+        return _exit_code(exc), message
     except USER_ERRORS as exc:
         message = f"batsched-ml: error: {exc}"
         print(message, file=sys.stderr)
-        return 2, message
+        return _exit_code(exc), message
     except KeyboardInterrupt as exc:
         print("batsched-ml: interrupted", file=sys.stderr)
         return (TERMINATED if isinstance(exc, Terminated) else INTERRUPTED), "interrupted"

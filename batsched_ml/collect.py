@@ -346,12 +346,23 @@ def _predictions(table: pd.DataFrame, scheduler_dir: Path, name: str, out: Path)
     """The served run's predictions against Batsim's runtimes: ``predictions.csv``,
     ``timing.json`` and the quality, as a replay writes them (one :func:`write_predictions`)."""
     with (scheduler_dir / PREDICTED).open(newline="") as handle:
-        predictions = {row["job_id"]: float(row["predicted"]) for row in csv.DictReader(handle)}
+        predictions = {row["job_id"]: _number(row["predicted"]) for row in csv.DictReader(handle)}
     timing_path = scheduler_dir / "timing.json"
     seconds = (
         json.loads(timing_path.read_text()).get("predict_seconds") if timing_path.exists() else None
     )
     return write_predictions(predictions, name, table, out, seconds=seconds)
+
+
+def _number(text: str) -> int | float:
+    """A prediction as the predictor gave it: ``predicted.csv`` has Python's text of each value
+    (``3600`` for the requested time, an integer; ``553.5``), and an integer read back as a
+    float would make the column float and ``predictions.csv`` say ``3600.0`` where the replay
+    of the same run says ``3600``."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def summary_table(summary: dict[str, Any]) -> str:

@@ -1,5 +1,13 @@
 """The errors a user can fix: the command line prints them as one ``batsched-ml: error:`` line
-(exit 2); anything else escaping a command is a bug in batsched-ml and keeps its traceback.
+(exit 2, or the class's :attr:`UserError.exit_code`); anything else escaping a command is a bug
+in batsched-ml and keeps its traceback.
+
+Exit statuses of the command line: 0 done; 1 a run failed or a peer went silent; 2 a user
+error; 66 an input named in a campaign is missing (:class:`InputMissing`, sysexits'
+EX_NOINPUT); 70 a bug (EX_SOFTWARE); 73 an output folder that holds a run and must not be
+written into (:class:`OutputHoldsRun`, EX_CANTCREAT); 130 / 143 interrupted (SIGINT / SIGTERM);
+141 the reader of standard output went away (``| head``: quiet, as a process that SIGPIPE
+ends).
 
 Each module's own error classes (``SwfError``, ``WorkloadError``, ``ProtocolError``, ...)
 derive from :class:`UserError` as well as from the built-in class they always were, so that
@@ -13,6 +21,24 @@ from __future__ import annotations
 class UserError(Exception):
     """Something in what the user gave (a file, an option, a folder, a peer) is wrong; the
     message names it."""
+
+    #: the command line's exit status for it
+    exit_code: int = 2
+
+
+class InputMissing(UserError, FileNotFoundError):
+    """Inputs that a command checks before it starts (a campaign's traces) are missing: the
+    message names them, and nothing is written (exit 66, EX_NOINPUT)."""
+
+    exit_code = 66
+
+
+class OutputHoldsRun(UserError, ValueError):
+    """The output folder of a command that does not make runs (``workload convert``) holds a
+    run (``run.json``, ``jobs.csv``): writing there would mix its files with the run's
+    (exit 73, EX_CANTCREAT)."""
+
+    exit_code = 73
 
 
 class TransportError(RuntimeError):

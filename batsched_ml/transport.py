@@ -20,9 +20,30 @@ from batsched_ml.protocol.dialect import judge_first_frame
 from batsched_ml.protocol.events import Message, SimulationEnds
 from batsched_ml.sim.simulator import BatsimSimulator
 
+#: The longest one wait for a message blocks (:func:`wait_readable`).
+WAIT_SLICE = 0.5
+
+
+def wait_readable(socket: zmq.Socket, timeout: float | None) -> bool:
+    """Whether a message came within ``timeout`` seconds (``None``: wait for ever).
+
+    Waits in slices of :data:`WAIT_SLICE` seconds: a SIGINT or SIGTERM that lands just before
+    a wait begins (its Python handler not yet run, so nothing interrupts the wait) is acted on
+    within half a second, rather than when the whole wait ends (a peer's 60 s timeout, a
+    trainer's idle hour): seen as a `serve` that took 60 s to stop on a loaded machine."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        wait = WAIT_SLICE
+        if deadline is not None:
+            wait = min(wait, max(0.0, deadline - time.monotonic()))
+        if socket.poll(int(wait * 1000), zmq.POLLIN):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
 
 def _receive(socket: zmq.Socket, timeout: float | None, waiting_for: str) -> bytes:
-    if timeout is not None and not socket.poll(int(timeout * 1000), zmq.POLLIN):
+    if not wait_readable(socket, timeout):
         raise TransportError(f"no message from {waiting_for} within {timeout:g} s")
     return socket.recv()
 

@@ -42,7 +42,10 @@ def main() -> None:
             process, endpoint = start_trainer(
                 Path(out) / "models", Path(out) / "t.sqlite", config.forest
             )
-            trainer = RemoteTrainer(endpoint, Path(out) / "models", config.forest)
+            # the run that greets the trainer owns it: only it can stop it
+            trainer = RemoteTrainer(
+                endpoint, Path(out) / "models", config.forest, run={"run_id": "bench-trainer"}
+            )
             trainer.wait_ready(60)
             started = time.perf_counter()
             remote = run_replay(workload, config, trainer=trainer)

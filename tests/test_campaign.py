@@ -231,13 +231,14 @@ def keys_of(table: pd.DataFrame) -> list[tuple]:
 
 def test_a_campaign_runs_on_dask_records_failures_resumes_and_feeds_report(tmp_path) -> None:
     trace = small_trace(tmp_path / "traces")
+    (tmp_path / "traces" / "broken.swf.gz").write_bytes(b"not gzip")  # there, not a trace
     config = write(
         tmp_path / "c.toml",
         f"""
 [campaign]
 output = "out"
 trace_dir = "traces"
-traces = ["{trace}", "missing-trace"]
+traces = ["{trace}", "broken"]
 policies = ["fcfs"]
 variants = ["base", "classification-idempotent"]
 seeds = [0, 3]
@@ -253,9 +254,9 @@ workers = 2
     assert ok["status"].tolist() == ["done"] * 3
     assert ok["seed"].tolist() == [0, 0, 3]
     assert (ok["jobs"] > 1400).all() and ok["mean_bsld"].notna().all()
-    failed = table[table["trace"] == "missing-trace"]
+    failed = table[table["trace"] == "broken"]
     assert failed["status"].tolist() == ["failed"] * 3
-    assert failed["error"].str.contains("missing-trace.swf.gz").all()
+    assert failed["error"].str.contains("broken.swf.gz").all()
     written = pd.read_parquet(tmp_path / "out" / "results.parquet")
     csv = pd.read_csv(tmp_path / "out" / "results.csv", keep_default_na=False, na_values=[""])
     assert written["status"].tolist() == csv["status"].tolist() == table["status"].tolist()
@@ -328,6 +329,7 @@ def test_local_workers_keep_dask_s_shutdown_noise_off_the_terminal(tmp_path, mon
 
 def test_the_campaign_command_exits_non_zero_when_a_run_failed(tmp_path, capsys) -> None:
     small_trace(tmp_path / "traces", 300)
+    (tmp_path / "traces" / "nope.swf.gz").write_bytes(b"not gzip")  # there, not a trace
     config = write(
         tmp_path / "c.toml",
         """
@@ -454,3 +456,86 @@ def test_paper_results_no_run_writes_the_same_page_from_the_runs_there(tmp_path,
     assert f"1 of 2 run(s) missing or not complete in {runs} (first: {gone})" in (
         capsys.readouterr().err
     )
+
+
+def test_missing_traces_stop_a_campaign_before_it_runs_or_writes_anything(
+    tmp_path: Path, capsys
+) -> None:
+    """Every trace is checked first: one line naming those missing, exit 66, no output folder
+    (each run used to fail on its own with "cannot read", and the folder was written)."""
+    small_trace(tmp_path / "traces", 300)
+    gone = tmp_path / "elsewhere" / "gone.swf"
+    config = write(
+        tmp_path / "c.toml",
+        f"""
+[campaign]
+output = "out"
+trace_dir = "traces"
+traces = ["kth-small", "nope", "{gone}"]
+policies = ["fcfs", "spf"]
+variants = ["base"]
+
+[dask]
+workers = 1
+""",
+    )
+    assert main(["campaign", str(config), "-q"]) == 66
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"batsched-ml: error: {config}: 2 of 3 trace(s) missing or unreadable: "
+        f"{tmp_path / 'traces' / 'nope.swf.gz'}, {gone}; nothing run, nothing written"
+    ]
+    assert "failed:" not in captured.out
+    assert not (tmp_path / "out").exists()
+
+
+def test_traces_are_named_or_given_by_path(tmp_path: Path) -> None:
+    from batsched_ml.campaign import trace_entry
+
+    folder = tmp_path / "t"
+    assert trace_entry("KTH-SP2-1996-2.1-cln", folder) == ("KTH-SP2-1996-2.1-cln", "")
+    assert trace_entry("KTH-SP2-1996-2.1-cln.swf.gz", folder) == ("KTH-SP2-1996-2.1-cln", "")
+    assert trace_entry("a.swf", folder) == ("a", str(folder / "a.swf"))
+    assert trace_entry("/data/slice.swf", folder) == ("slice", "/data/slice.swf")
+    assert trace_entry("/data/slice.swf.gz", folder) == ("slice", "/data/slice.swf.gz")
+    assert trace_entry("sub/x.swf.gz", folder) == ("x", str(folder / "sub" / "x.swf.gz"))
+    with pytest.raises(CampaignError, match="same name 'slice'"):
+        load_campaign(
+            write(
+                tmp_path / "d.toml",
+                '[campaign]\ntraces = ["/a/slice.swf", "/b/slice.swf.gz"]\n'
+                'policies = ["fcfs"]\nvariants = ["base"]\n',
+            )
+        )
+
+
+def test_a_campaign_runs_a_trace_given_as_a_plain_swf_path(tmp_path: Path, capsys) -> None:
+    """``traces = ["/path/slice.swf"]`` replays that file, in folder OUTPUT/slice (it used to
+    look for ``slice.swf.swf.gz`` in trace_dir)."""
+    name = small_trace(tmp_path / "gz", 300)
+    plain = tmp_path / "data" / "slice.swf"
+    plain.parent.mkdir()
+    with gzip.open(tmp_path / "gz" / f"{name}.swf.gz", "rt") as source:
+        plain.write_text(source.read())
+    config = write(
+        tmp_path / "c.toml",
+        f"""
+[campaign]
+output = "out"
+traces = ["{plain}"]
+policies = ["fcfs"]
+variants = ["base"]
+
+[dask]
+workers = 1
+""",
+    )
+    assert main(["campaign", str(config), "-q"]) == 0, capsys.readouterr()
+    run = tmp_path / "out" / "slice" / "fcfs-base"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["jobs"] == 300
+    assert json.loads((run / "run.json").read_text())["workload"]["name"] == "slice.swf"
+    table = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert table["trace"].tolist() == ["slice"] and table["status"].tolist() == ["done"]
+    # the same file through `replay` is the same run: the campaign's folder counts as done
+    assert main(["replay", str(plain), "-q", "-o", str(run)]) == 0

@@ -357,3 +357,76 @@ def test_help_shows_the_defaults_that_exist(capsys) -> None:
     assert "write PREFIX_jobs.csv, as Batsim does (default: out)" in batsim
     assert "the scheduler to connect to (default: tcp://localhost:28000)" in batsim
     assert "RUN_DIR a run folder (replay, collect), a campaign's output folder" in help_of("report")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["--help"],  # printed while the command line is parsed
+        ["replay", "-q", "--policy", "spf"],  # printed at the end of a run
+    ],
+)
+def test_a_closed_stdout_ends_a_command_quietly(
+    kth_workload, tmp_path: Path, command: list[str]
+) -> None:
+    """``batsched-ml ... | head``: the reader closes the pipe early; the command ends with 141
+    (128 + SIGPIPE, as ``cat`` or ``grep`` would report), no error line, no traceback."""
+    if command[0] == "replay":
+        command += [str(write_slice(kth_workload, tmp_path / "w.json", 200))]
+        command += ["-o", str(tmp_path / "out")]
+    process = subprocess.Popen(
+        [*CMD, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader goes away before the command writes anything
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == 141, err
+    assert err == ""
+    if command[0] == "replay":  # the run itself is whole
+        assert json.loads((tmp_path / "out" / "run.json").read_text())["status"] == "complete"
+
+
+def test_collect_writes_the_predictions_as_the_replay_does(kth_workload, tmp_path: Path) -> None:
+    """A served run collected gives the replay's ``predictions.csv`` byte for byte: the
+    requested time, an integer, is ``3600`` in both (collect used to write ``3600.0``)."""
+    workload = write_slice(kth_workload, tmp_path / "w.json", 300)
+    port = free_port()
+    serve = ["serve", "--socket", f"tcp://127.0.0.1:{port}", "--calendar", str(workload)]
+    server = subprocess.Popen(
+        [*CMD, *serve, "--timeout", "60", "-o", str(tmp_path / "served")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        platform = ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml"
+        batsim = ["batsim", "-p", str(platform), "-w", str(workload), "-e", str(tmp_path / "b")]
+        peer = subprocess.run(
+            [*CMD, *batsim, "-s", f"tcp://127.0.0.1:{port}", "--timeout", "60"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert peer.returncode == 0, peer.stderr
+        _, err = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert server.returncode == 0, err
+    command = ["collect", "--batsim-jobs", str(tmp_path / "b_jobs.csv"), "--workload"]
+    command += [str(workload), "--scheduler", str(tmp_path / "served")]
+    assert main([*command, "-o", str(tmp_path / "collected")]) == 0
+    assert main(["replay", str(workload), "-o", str(tmp_path / "replayed"), "-q"]) == 0
+    collected = (tmp_path / "collected" / "predictions.csv").read_text()
+    assert collected == (tmp_path / "replayed" / "predictions.csv").read_text()
+    assert collected.splitlines()[1].split(",")[1].isdigit()  # e.g. w0!1,14400,...
+
+
+def test_serve_and_the_trainer_listen_on_loopback_unless_told_otherwise() -> None:
+    """Neither listens on every interface by default (the compose file names ``tcp://*``
+    itself: tests/test_compose.py)."""
+    from batsched_ml.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["serve", "-o", "x"]).socket == "tcp://127.0.0.1:28000"
+    assert parser.parse_args(["trainer"]).socket == "tcp://127.0.0.1:28100"
+    assert parser.parse_args(["serve", "-o", "x", "--socket", "tcp://*:1"]).socket == "tcp://*:1"

@@ -149,3 +149,21 @@ def test_real_trace_cleaning_counts(trace: str, kept: int, raised: int) -> None:
     for job in workload.data["jobs"]:
         delay = workload.data["profiles"][job["profile"]]["delay"]
         assert delay < job["walltime"]
+
+
+@pytest.mark.parametrize("marker", ["run.json", "jobs.csv"])
+def test_cli_convert_refuses_a_folder_holding_a_run(tmp_path: Path, capsys, marker: str) -> None:
+    """A workload written into a run's folder would mix with the run's files: one line, exit 73
+    (an output that must not be written), nothing written."""
+    path = tmp_path / "t.swf"
+    path.write_text(HEADER + JOBS)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / marker).write_text("{}\n")
+    assert main(["workload", "convert", str(path), "-o", str(run)]) == 73
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"batsched-ml: error: {run} holds a run ({marker}): not writing a workload there; "
+        "choose another folder for -o"
+    ]
+    assert sorted(p.name for p in run.iterdir()) == [marker]

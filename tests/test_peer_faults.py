@@ -120,7 +120,7 @@ class FakeBatsim:
         self.socket.close(linger=0)
 
 
-def start_serve(tmp_path: Path, timeout: float = 20) -> tuple[subprocess.Popen, int]:
+def start_serve(tmp_path: Path, timeout: float = 20, *options: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     server = subprocess.Popen(
         [
@@ -132,6 +132,7 @@ def start_serve(tmp_path: Path, timeout: float = 20) -> tuple[subprocess.Popen, 
             str(timeout),
             "-o",
             str(tmp_path / "out"),
+            *options,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -415,10 +416,11 @@ BATSIM5_BEGINS = json.dumps(
     ],
     ids=["init", "init-string", "message"],
 )
-def test_serve_refuses_a_batsim5_peer_at_its_first_frame_and_writes_no_run(
+def test_serve_for_batsim4_refuses_a_batsim5_peer_at_its_first_frame_and_writes_no_run(
     tmp_path: Path, frame: bytes, what: str
 ) -> None:
-    server, port = start_serve(tmp_path)
+    """Asked for Batsim 4 (``--protocol 4``; the default, auto, answers a Batsim 5)."""
+    server, port = start_serve(tmp_path, 20, "--protocol", "4")
     req = zmq.Context.instance().socket(zmq.REQ)
     req.setsockopt(zmq.LINGER, 0)
     req.connect(f"tcp://127.0.0.1:{port}")
@@ -433,9 +435,9 @@ def test_serve_refuses_a_batsim5_peer_at_its_first_frame_and_writes_no_run(
     assert line.startswith("batsched-ml: error: the peer speaks the Batsim 5 protocol")
     assert what in line
     assert line.endswith(
-        "batsched-ml speaks the Batsim 4 JSON protocol (recorded against Batsim 4.2.1): run a "
-        "Batsim 4 (in docker compose, a Batsim 4 image in BATSIM_IMAGE) or the stand-in "
-        "`batsched-ml batsim`"
+        "this serve was asked for Batsim 4 (--protocol 4): serve with --protocol auto (the "
+        "default) or 5 for a Batsim 5, or run a Batsim 4 (in docker compose, a Batsim 4 image "
+        "in BATSIM_IMAGE, which collect needs) or the stand-in `batsched-ml batsim`"
     )
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["run.json"]
     run = json.loads((tmp_path / "out" / "run.json").read_text())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -368,9 +369,9 @@ def test_trainer_process_gives_the_same_job_table_as_in_process(
     kth_workload, trainer_process, tmp_path
 ) -> None:
     endpoint = trainer_process()
-    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60)
+    remote = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60, run=RUN_A)
     served = classified(kth_workload, remote)
-    remote.close(stop=True)
+    assert remote.close(stop=True)  # the run that greeted the trainer stops it
     local = classified(kth_workload, None)
     assert served.rows == local.rows
     assert remote.events == []
@@ -491,7 +492,7 @@ def test_trainer_cli_refuses_a_wrong_schema_over_the_socket(tmp_path, trainer_pr
     sock.send(json.dumps({"schema": 99, "type": "train"}).encode())
     assert sock.poll(20_000)
     assert json.loads(sock.recv())["error"] == "unsupported schema version 99 (this side speaks 2)"
-    sock.send(encode("stop"))
+    sock.send(encode("stop", run=RUN_A))  # no run owns it yet: the first to speak does
     assert sock.poll(20_000) and json.loads(sock.recv())["type"] == "bye"
     sock.close()
     assert sys.executable
@@ -515,7 +516,9 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
         tmp_path / "models", tmp_path / "t.sqlite", params, {FAULTS_VARIABLE: "delay=20:30"}
     )
     owned.start()
-    remote = RemoteTrainer(owned.endpoint, tmp_path / "models", params, deadline=5, process=owned)
+    remote = RemoteTrainer(
+        owned.endpoint, tmp_path / "models", params, deadline=5, process=owned, run=RUN_A
+    )
     remote.wait_ready(60)
     asked = remote.model_for
     used: dict[int, object] = {}
@@ -694,3 +697,103 @@ def test_a_signal_inside_the_trainer_process_spawn_orphans_nothing(
         spawned[0].kill()
         spawned[0].wait()
     assert not left_running  # killed and reaped by the run's clean-up
+
+
+# --- who may stop a trainer, and what a stop leaves ------------------------------------------
+
+
+def test_only_the_run_that_owns_the_trainer_can_stop_it(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    assert ask(svc, "hello", params=PARAMS.as_dict(), run=RUN_A)["type"] == "hello"
+    for stranger in ({}, {"run": RUN_B}, {"run": {"run_id": 7}}):
+        reply, stop = svc.handle(encode("stop", **stranger))
+        assert not stop and json.loads(reply)["type"] == "refused", stranger
+    reply, stop = svc.handle(encode("stop", run=RUN_B))
+    assert json.loads(reply)["error"] == (
+        "stop refused: the trainer's history (0 jobs) belongs to run aaaaaaaaaaaaaaaa (workload "
+        "a.swf, fcfs classification-idempotent), not to run bbbbbbbbbbbbbbbb"
+    )
+    reply, stop = svc.handle(encode("stop", run=RUN_A))
+    assert stop and json.loads(reply)["type"] == "bye"
+    svc.history.close()
+    # a trainer no run has spoken to yet belongs to the first: its stop is obeyed, and the
+    # history is that run's from then on
+    fresh = TrainerService(ModelStore(tmp_path / "m2"), History(tmp_path / "h2.sqlite"), PARAMS)
+    reply, stop = fresh.handle(encode("stop", run=RUN_B))
+    assert stop and json.loads(reply)["type"] == "bye" and fresh.history.run == RUN_B
+    fresh.history.close()
+
+
+def start_trainer(tmp_path: Path) -> tuple[subprocess.Popen, str]:
+    """A ``batsched-ml trainer`` process with its history in ``tmp_path/t.sqlite``."""
+    endpoint = free_tcp_endpoint()
+    command = trainer_command(endpoint, tmp_path / "models", tmp_path / "t.sqlite", ForestParams())
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        # SIGINT at its default, as at a terminal (a suite started in the background inherits
+        # it ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    return process, endpoint
+
+
+def test_a_stranger_cannot_stop_a_trainer_process_and_its_owner_can(tmp_path: Path) -> None:
+    """Over the socket, against ``batsched-ml trainer``: a stop from another run, or from no
+    run, is refused and the trainer goes on serving its run; the owner's stop ends it, exit 0,
+    its SQLite history closed (no -wal, no -shm)."""
+    from batsched_ml.trainer.client import stop_trainer
+
+    process, endpoint = start_trainer(tmp_path)
+    try:
+        owner = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60, run=RUN_A)
+        owner.wait_ready(60)
+        assert (tmp_path / "t.sqlite-wal").exists()  # open, in WAL mode
+        assert stop_trainer(endpoint, RUN_B, timeout=20) is False
+        assert stop_trainer(endpoint, None, timeout=20) is False
+        assert process.poll() is None
+        owner.add_finished([1.0] * N, 100.0, 0)
+        assert owner.model_for(1).week == 1 and owner.events == []  # still serving its run
+        assert owner.close(stop=True) is True
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+        process.wait()
+    assert sorted(p.name for p in tmp_path.glob("t.sqlite*")) == ["t.sqlite"]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_trainer_stopped_by_a_signal_leaves_no_sqlite_journal(tmp_path: Path, sig: str) -> None:
+    process, endpoint = start_trainer(tmp_path)
+    try:
+        owner = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60, run=RUN_A)
+        owner.wait_ready(60)
+        owner.close()
+        assert (tmp_path / "t.sqlite-wal").exists()
+        process.send_signal(getattr(signal, sig))
+        assert process.wait(timeout=60) == {"SIGINT": 130, "SIGTERM": 143}[sig]
+    finally:
+        process.kill()
+        process.wait()
+    assert sorted(p.name for p in tmp_path.glob("t.sqlite*")) == ["t.sqlite"]
+
+
+def test_a_killed_trainer_process_leaves_no_sqlite_journal(tmp_path: Path) -> None:
+    """An interrupted run kills its trainer process (it may be training: no polite request);
+    the run then closes the history as the trainer would have."""
+    from batsched_ml.trainer.process import TrainerProcess
+
+    owned = TrainerProcess(tmp_path / "models", tmp_path / "t.sqlite", ForestParams())
+    owned.start()
+    remote = RemoteTrainer(
+        owned.endpoint, tmp_path / "models", ForestParams(), process=owned, run=RUN_A
+    )
+    remote.wait_ready(60)
+    remote.close()
+    assert (tmp_path / "t.sqlite-wal").exists()
+    owned.kill()
+    assert sorted(p.name for p in tmp_path.glob("t.sqlite*")) == ["t.sqlite"]
+    history = History(tmp_path / "t.sqlite")  # a database SQLite opens as before
+    assert history.run == RUN_A
+    history.close()

@@ -347,10 +347,11 @@ def parse_message(text: str | bytes) -> Message:
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         hint = ""
         if isinstance(text, bytes) and text.lstrip()[:1] not in (b"{", b"["):
-            # Batsim 5 and later speak a binary (FlatBuffers) protocol on the same socket
+            # Batsim 5 opens with a binary init frame (and may speak FlatBuffers after it)
             hint = (
-                " (not JSON at all: is the peer Batsim 5 or later? batsched-ml speaks the "
-                "Batsim 4 JSON protocol; use a Batsim 4 image, e.g. BATSIM_IMAGE)"
+                " (not JSON at all: is the peer Batsim 5 or later? this is the Batsim 4 "
+                "protocol; `serve --protocol auto` (the default) or `--protocol 5` speaks "
+                "Batsim 5's JSON)"
             )
         raise ProtocolError("message", "(json)", f"malformed JSON: {exc}{hint}") from None
     return message_from_dict(obj)

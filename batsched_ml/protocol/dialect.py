@@ -20,9 +20,9 @@ from batsched_ml.errors import UserError
 BATSIM4_PROTOCOL = "batsim4-json"
 
 _USE_INSTEAD = (
-    "batsched-ml speaks the Batsim 4 JSON protocol (recorded against Batsim 4.2.1): run a "
-    "Batsim 4 (in docker compose, a Batsim 4 image in BATSIM_IMAGE) or the stand-in "
-    "`batsched-ml batsim`"
+    "this serve was asked for Batsim 4 (--protocol 4): serve with --protocol auto (the "
+    "default) or 5 for a Batsim 5, or run a Batsim 4 (in docker compose, a Batsim 4 image in "
+    "BATSIM_IMAGE, which collect needs) or the stand-in `batsched-ml batsim`"
 )
 
 

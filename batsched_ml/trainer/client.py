@@ -37,22 +37,28 @@ class TrainerRefused(UserError, RuntimeError):
     missing trainer, this is not weathered with the last good model)."""
 
 
-def stop_trainer(endpoint: str, timeout: float = 5.0) -> bool:
-    """Ask the trainer at ``endpoint`` to stop (a ``stop`` request on a fresh connection, no
-    greeting needed); whether it said goodbye within ``timeout`` seconds. A dedicated trainer
-    (docker compose) ends with the run this way, even a run that did not need it."""
+def stop_trainer(endpoint: str, run: dict[str, Any] | None, timeout: float = 5.0) -> bool:
+    """Ask the trainer at ``endpoint`` to stop, as the run ``run`` (its identity, as sent with
+    ``hello``: a ``stop`` request on a fresh connection, no greeting needed); whether it said
+    goodbye within ``timeout`` seconds. The trainer obeys only the run that owns it (the run its
+    history belongs to; a trainer no run has spoken to yet is the first one's), and answers
+    anyone else ``refused``. A dedicated trainer (docker compose) ends with its run this way,
+    even a run that did not need it."""
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
     try:
         socket.connect(endpoint)
-        socket.send(encode("stop"))
+        socket.send(encode("stop", run=run) if run is not None else encode("stop"))
         if not socket.poll(int(timeout * 1000)):
             log.warning("the trainer at %s did not answer the stop request", endpoint)
             return False
         try:
-            return decode(socket.recv_multipart()[0], REPLIES)["type"] == "bye"
+            reply = decode(socket.recv_multipart()[0], REPLIES)
         except SchemaError:
             return False
+        if reply["type"] == "refused":
+            log.warning("the trainer at %s refused to stop: %s", endpoint, reply.get("error"))
+        return reply["type"] == "bye"
     finally:
         socket.close(linger=0)
 
@@ -118,14 +124,13 @@ class RemoteTrainer:
                 return WeeklyModel(week, None, None)
             return self.last_good
 
-    def close(self, stop: bool = False) -> None:
+    def close(self, stop: bool = False) -> bool:
         """Close the connection; with ``stop``, ask the trainer to stop too (whether or not
-        this run ever reached it)."""
+        this run ever reached it), as this run: whether it agreed."""
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None
-        if stop:
-            stop_trainer(self.endpoint)
+        return stop_trainer(self.endpoint, self.run) if stop else False
 
     # --- the conversation -----------------------------------------------------------------
 

@@ -4,13 +4,17 @@ run, or a running trainer at an endpoint.
 Kept out of the command line so that ``replay`` and ``serve`` (and anything else that runs a
 classified scheduler) start, wait for and stop a trainer the same way: a process the run started
 is stopped with it (killed, without the polite request, when the run is interrupted, since it may
-be training), and a running trainer is told to stop only when asked (``stop``).
+be training), and a running trainer is told to stop only when asked (``stop``). A trainer obeys
+``stop`` only from the run that owns it: the run its history belongs to, i.e. the first to
+greet it (this run's identity, sent with each request; a process this run started is greeted
+before the run begins, so it is this run's from its start).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,7 +46,8 @@ def trainer(
             if choice not in ("inprocess", "process") and stop:
                 from batsched_ml.trainer.client import stop_trainer
 
-                stop_trainer(choice)  # a dedicated trainer this run did not need ends with it
+                # a dedicated trainer this run did not need ends with it
+                stop_trainer(choice, run)
         return
     from batsched_ml.trainer.client import RemoteTrainer
     from batsched_ml.trainer.process import TrainerProcess
@@ -59,6 +64,8 @@ def trainer(
         # the client connects stops it too (it used to be left running, an orphan, when the
         # signal came between the start and the ``try``)
         if choice == "process":
+            if run is None:  # the process is this run's all the same: a token of its own
+                run = {"run_id": secrets.token_hex(8)}
             process = TrainerProcess(models, out_dir / "trainer.sqlite", params)
             process.start()  # held by ``process`` before the child exists: never an orphan
             endpoint = process.endpoint
@@ -79,9 +86,8 @@ def trainer(
                 remote.close()
             process.kill()
         else:
-            if remote is not None:
-                remote.close(stop=process is not None or stop)
-            if process is not None and remote is not None:
-                process.stop()  # asked to stop just above
-            elif process is not None:  # no client, so never asked: nothing to wait for
+            stopped = remote is not None and remote.close(stop=process is not None or stop)
+            if process is not None and stopped:
+                process.stop()  # it agreed to stop just above: waited for
+            elif process is not None:  # never asked, or it did not agree: nothing to wait for
                 process.kill()

@@ -125,12 +125,15 @@ class TrainerProcess:
         self.restarts += 1
 
     def kill(self) -> None:
-        """Stop it now (the run was interrupted: no model it trains will be used)."""
+        """Stop it now (the run was interrupted: no model it trains will be used), and close
+        its history as it would have (:func:`~batsched_ml.trainer.store.close_history`: no
+        SQLite ``-wal`` or ``-shm`` left in the run's folder)."""
         if self.process is None:
             return
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self._close_history()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Wait for it to exit (after a ``stop`` request), killing it after ``timeout``."""
@@ -141,3 +144,9 @@ class TrainerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self._close_history()
+
+    def _close_history(self) -> None:
+        from batsched_ml.trainer.store import close_history
+
+        close_history(self.db_path)

@@ -15,7 +15,10 @@ request     fields                                               reply
             the jobs from ``first_seq`` on (see below)           forest), ``history``; or
                                                                  ``missing``: ``history`` (resend
                                                                  from there)
-``stop``    (none)                                               ``bye``, then the trainer exits
+``stop``    ``run``: the identity of the run asking (as in       ``bye``, then the trainer exits;
+            ``hello``); obeyed only from the run that owns the   or ``refused``: ``error`` (not
+            trainer (its history's run; a trainer no run has     the owner) and it goes on
+            spoken to yet is the first one's)
 ==========  ===================================================  ================================
 
 A ``train`` request may carry ``expires`` (Unix time): the scheduler stops waiting then. A

@@ -177,8 +177,14 @@ class History:
         self.size = needed
 
     def close(self) -> None:
-        self.persist()
-        self.db.close()
+        """Store what is pending and close the database, its write-ahead log folded in: no
+        ``-wal`` or ``-shm`` file is left beside it (also after SIGINT or SIGTERM, which end
+        the trainer through here)."""
+        try:
+            self.persist()
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self.db.close()
 
 
 class TrainerService:
@@ -222,7 +228,7 @@ class TrainerService:
                     return encode("refused", error=refusal), False
             return encode("hello", history=self.history.size, params=self.params.as_dict()), False
         if kind == "stop":
-            return encode("bye"), True
+            return self._stop(message.get("run"))
         try:
             arrays = check_train(message, len(FEATURE_NAMES))
         except SchemaError as exc:
@@ -237,6 +243,20 @@ class TrainerService:
             return encode("expired", history=self.history.size), False
         entry = self.train(message["week"], wanted)
         return encode("model", entry=entry, history=self.history.size), False
+
+    def _stop(self, run: Any) -> tuple[bytes, bool]:
+        """Obey ``stop`` only from the run that owns the trainer: the run its history belongs
+        to (the first run to greet it, or to ask it to stop, kept in the database). A request
+        that names no run, or another run, is refused and the trainer goes on."""
+        if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
+            log.warning("refused a stop request that names no run")
+            return encode("refused", error="stop: field 'run' must name the owner's run_id"), False
+        refusal = self.history.adopt(run)
+        if refusal is not None:
+            log.warning("refused a stop request from run %s: %s", run["run_id"], refusal)
+            return encode("refused", error=f"stop refused: {refusal}"), False
+        log.info("stop requested by run %s, which owns this trainer", run["run_id"])
+        return encode("bye"), True
 
     def after_reply(self) -> None:
         """Work that the scheduler need not wait for: rate the previous week's model on its
@@ -319,14 +339,14 @@ def run_trainer(
     idle_timeout: float | None = None,
     on_bound: Any = None,
 ) -> None:
-    """Serve training requests on ``endpoint`` until a ``stop`` request (or ``idle_timeout``
-    seconds without any request). The faults of ``BATSCHED_ML_TRAINER_FAULTS``, if set, are
-    injected (tests only)."""
+    """Serve training requests on ``endpoint`` until a ``stop`` request from the run that owns
+    the trainer (or ``idle_timeout`` seconds without any request, or SIGINT / SIGTERM). The
+    faults of ``BATSCHED_ML_TRAINER_FAULTS``, if set, are injected (tests only)."""
     faults = faults_from_environment()
     if faults:
         log.warning("fault injection (%s): %s", FAULTS_VARIABLE, faults)
     service = TrainerService(ModelStore(store_dir), History(db_path), params, **faults)
-    from batsched_ml.transport import bind_rep
+    from batsched_ml.transport import bind_rep, wait_readable
 
     try:
         socket = bind_rep(endpoint, on_bound)
@@ -341,7 +361,7 @@ def run_trainer(
     try:
         log.info("trainer on %s, %d finished jobs stored", endpoint, service.history.size)
         while True:
-            if idle_timeout is not None and not socket.poll(int(idle_timeout * 1000)):
+            if not wait_readable(socket, idle_timeout):  # signals acted on meanwhile
                 log.warning("no request for %g s: stopping", idle_timeout)
                 return
             reply, stop = service.handle(socket.recv())

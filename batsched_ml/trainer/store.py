@@ -49,6 +49,30 @@ from batsched_ml.predict.forest import FastForest, check_compiled
 TRUSTED_TYPES: list[str] = []
 
 
+def close_history(path: str | Path) -> None:
+    """Fold the write-ahead log of the trainer's SQLite history at ``path`` into the database,
+    leaving ``path`` alone (no ``-wal`` or ``-shm`` beside it): what closing the history does
+    (:meth:`~batsched_ml.trainer.server.History.close`), for a trainer process that was killed
+    before it could (an interrupted run kills its trainer: it may be training). Committed jobs
+    are kept; a transaction the kill cut short is dropped, as SQLite's recovery does. No
+    database, or one that cannot be opened: nothing done."""
+    import sqlite3
+
+    path = Path(path)
+    if not path.exists():
+        return
+    try:
+        db = sqlite3.connect(str(path))
+    except sqlite3.Error:
+        return
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error:
+        pass
+    finally:
+        db.close()  # the last connection: SQLite removes -wal and -shm
+
+
 class ModelRejected(RuntimeError):
     """A model file that must not be used; the message says why."""
 
