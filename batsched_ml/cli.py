@@ -267,8 +267,8 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         help="easy: EASY backfilling in the --policy order; sjf / ljf: shortest / longest "
         "predicted runtime first, no backfilling; prb: urgency (wait / expected wait of the "
         "job's queue) first, ties by demand, every job that fits starts; cph: a CP-SAT plan "
-        "of the 32 most urgent jobs minimising their total wait, then PRB's allocation (seed "
-        "001)",
+        "of the 32 most urgent jobs minimising their total wait, then PRB's allocation "
+        "(Galleguillos et al.)",
     )
     parser.add_argument(
         "--dispatcher-option",
@@ -1102,7 +1102,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the runs of CAMPAIGN.toml not made yet (as `campaign` does), then "
         "write the page of prediction quality, mean bounded slowdown and wait per predictor x "
         "dispatcher and correction, the classification beside them, and the comparison with "
-        "the seeds' figures. NOTES, hand-written analysis, is included after the comparison.",
+        "the papers' published figures. NOTES, hand-written analysis, is included after the "
+        "comparison.",
     )
     related.add_argument(
         "config",

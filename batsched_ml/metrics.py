@@ -226,7 +226,7 @@ def summarize(
 
 
 def prediction_quality(predicted: np.ndarray, actual: np.ndarray) -> dict[str, Any]:
-    """Runtime prediction quality (seed 003, equations 6-8): APA, the mean over jobs of
+    """Runtime prediction quality (the SU paper, equations 6-8): APA, the mean over jobs of
     predicted / actual when under, actual / predicted otherwise (1 is perfect); MAE, the mean
     absolute error in seconds; UR, the share of jobs predicted below their runtime."""
     predicted = np.asarray(predicted, dtype=float)

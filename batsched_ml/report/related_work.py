@@ -1,11 +1,12 @@
 """``docs/related-work.md``: the related work's predictors and dispatchers on our scheduler.
 
 The page is written from the run folders of a campaign (``campaigns/related-work.toml``): for
-each trace, the prediction quality of every predictor (seed 003's APA, MAE, UR, and the time a
-prediction takes), the mean bounded slowdown and mean wait of every predictor x dispatcher, the
-walltime corrections of seed 002 under EASY, and the classification (seed 000) beside them; then
-the comparison with the figures the seeds publish. A run not made yet shows as ``n/r`` and the
-page lists what is missing, so a partial campaign still gives a truthful page.
+each trace, the prediction quality of every predictor (the SU paper's APA, MAE, UR, and the
+time a prediction takes), the mean bounded slowdown and mean wait of every predictor x
+dispatcher, the walltime corrections of Rubio et al. under EASY, and the classification (Zrigui
+et al.) beside them; then the comparison with the figures the papers publish. A run not made
+yet shows as ``n/r`` and the page lists what is missing, so a partial campaign still gives a
+truthful page.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from batsched_ml.scheduler.predictors import PREDICTORS as BUILTIN
 PREDICTORS = tuple(BUILTIN)  # the page's rows, in the command line's order
 MISSING = "n/r"
 
-#: Seed 002, Tables 4 and 5, HPC2N Seth column (their cleaning: a one-user flurry, 55 % of the
+#: Rubio et al., Tables 4 and 5, HPC2N Seth column (their cleaning: a one-user flurry, 55 % of the
 #: log, and jobs over 7 days removed; first 1 % of jobs left out of the means; Slurm simulator).
 SEED_002_HPC2N = {
     # policy: (mean wait in minutes, mean bounded slowdown)
@@ -41,7 +42,7 @@ SEED_002_HPC2N = {
     ("fixed", "power"): (70.00, 16.0),
     ("fixed", "simple"): (59.63, 16.0),
 }
-#: Seed 003, Table 5 (CARDC, 26,208 jobs): SU with each regressor, and the same without SU.
+#: The SU paper, Table 5 (CARDC, 26,208 jobs): SU with each regressor, and the same without SU.
 SEED_003 = {
     "SU + SVR": (0.8046, 0.2485, 2762.7),
     "SU + RFR": (0.7469, 0.3022, 3181.9),
@@ -106,7 +107,7 @@ def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
     count = f"{int(jobs.iloc[0]):,} jobs" if not jobs.empty else "no run yet"
     out = [f"## {trace} ({count})", ""]
 
-    out += ["**Prediction quality** (EASY, FCFS, no correction; seed 003, equations 6-8)", ""]
+    out += ["**Prediction quality** (EASY, FCFS, no correction; the SU paper, equations 6-8)", ""]
     rows = []
     for predictor in PREDICTORS:
         where = _base(predictor=predictor, correction="none", dispatcher="easy")
@@ -145,7 +146,9 @@ def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
             )
         out += [*_markdown(["predictor", *DISPATCHERS], rows), ""]
 
-    out += ["**Walltime correction** under EASY (seed 002): mean bounded slowdown / mean wait (s)"]
+    out += [
+        "**Walltime correction** under EASY (Rubio et al.): mean bounded slowdown / mean wait (s)"
+    ]
     out += [""]
     rows = []
     for predictor in PREDICTORS:
@@ -163,7 +166,8 @@ def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
 
     where = {"policy": "fcfs", "variant": "classification-idempotent"}
     out += [
-        "**Classification** (seed 000, FCFS, classification-idempotent): mean bounded slowdown "
+        "**Classification** (Zrigui et al., FCFS, classification-idempotent): mean bounded "
+        "slowdown "
         f"{_cell(runs, 'mean_bsld', ',.2f', **where)}, mean wait "
         f"{_cell(runs, 'mean_wait', ',.0f', **where)} s, classification accuracy "
         f"{_cell(runs, 'accuracy', '.3f', **where)}.",
@@ -182,7 +186,7 @@ def comparison_section(table: pd.DataFrame) -> list[str]:
     out = ["## Compared with the published figures", ""]
     hpc2n = table[table["trace"].str.startswith("HPC2N")]
     out += [
-        "**Seed 002, HPC2N** (Tables 4 and 5): change of the mean wait and mean bounded "
+        "**Rubio et al., HPC2N** (Tables 4 and 5): change of the mean wait and mean bounded "
         "slowdown against the user estimate, published and ours (EASY, FCFS).",
         "",
     ]
@@ -207,11 +211,11 @@ def comparison_section(table: pd.DataFrame) -> list[str]:
             ]
         )
     out += _markdown(
-        ["policy", "wait, seed 002", "wait, ours", "bsld, seed 002", "bsld, ours"], rows
+        ["policy", "wait, Rubio et al.", "wait, ours", "bsld, Rubio et al.", "bsld, ours"], rows
     )
     out += [""]
     out += [
-        "**Seed 003, SU** (Table 5, CARDC): APA / UR / MAE published, and SU (SVR, alpha 1) "
+        "**The SU paper, SU** (Table 5, CARDC): APA / UR / MAE published, and SU (SVR, alpha 1) "
         "on our traces.",
         "",
     ]
@@ -286,10 +290,15 @@ def render(table: pd.DataFrame, campaign: Campaign, notes: str = "") -> str:
         "in the embedded simulator (FCFS arrival order unless the dispatcher orders the queue "
         "itself), predictors capped by the requested time. Predictors: `requested` (user "
         "estimate), `actual` (clairvoyant), `easy++`, `fixed` (10 min, correction only), "
-        "`adaboost`, `profile` (seed 001's heuristic), `su` (seed 003). Dispatchers: `easy` "
-        "(EASY backfilling), `sjf`, `ljf`, `prb`, `cph` (seed 001). The prediction time per job "
-        "is measured on the machine that made the run (2 cores here); everything else is "
-        "reproducible byte for byte.",
+        "`adaboost`, `profile` (Galleguillos et al.'s heuristic), `su` (the SU paper). "
+        "Dispatchers: `easy` (EASY backfilling), `sjf`, `ljf`, `prb`, `cph` (Galleguillos et "
+        "al.). The prediction time per job is measured on the machine that made the run (2 "
+        "cores here); everything else is reproducible byte for byte. The abbreviations "
+        "([APA](glossary.md#apa), [MAE](glossary.md#mae), [UR](glossary.md#ur), "
+        "[EASY](glossary.md#easy), [EASY++](glossary.md#easy-plus-plus), [SU](glossary.md#su), "
+        "[SJF](glossary.md#sjf), [LJF](glossary.md#ljf), [PRB](glossary.md#prb), "
+        "[CPH](glossary.md#cph), [FCFS](glossary.md#fcfs), [bsld](glossary.md#bsld)) are "
+        "defined in the [glossary](glossary.md).",
         "",
     ]
     for trace in dict.fromkeys(table["trace"]):
