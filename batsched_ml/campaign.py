@@ -255,7 +255,7 @@ CAMPAIGN_KEYS: dict[str, str] = {
     "predictor_options": "a list of tables of predictor parameters, as --predictor-option",
     "dispatcher_options": "a list of tables of dispatcher parameters, as --dispatcher-option",
     "classifier_options": "a list of tables of classifier options, as --classifier-option",
-    "backfilling": "true (EASY, the default), false (list scheduling), or a list of both",
+    "backfilling": "true (backfilling, the default), false (list scheduling), or a list of both",
     "starvation_threshold": "hours before a waiting job goes first (default 72), 'none' to "
     "disable, or a list of them",
     "grid": "[[campaign.grid]] tables: the campaign is the union of their products",
