@@ -686,6 +686,7 @@ build_message(Engine *E, Actor *a)
                 break;
             case EV_COMPLETED:
                 event = completed_event(E, stamp, &E->jobs[ev->job]);
+                Py_CLEAR(E->jobs[ev->job].alloc); /* sent: the job's machines are not needed */
                 break;
             case EV_NOTIFY: {
                 PyObject *args[2] = {stamp, S_NO_MORE_STATIC};
@@ -1692,6 +1693,10 @@ step_actor(Engine *E, Actor *a, Call *call)
                 gone->state = J_FORGOTTEN;
                 if (E->dynamic && release_profile(E, gone) < 0)
                     return -1;
+                /* its row is written: only its id stays known (Batsim 4 forgets the rest) */
+                Py_CLEAR(gone->name);
+                gone->name_utf8 = NULL;
+                Py_CLEAR(gone->metadata);
             }
             E->live -= E->to_delete.len;
             E->to_delete.len = 0;
