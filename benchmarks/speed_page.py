@@ -6,6 +6,9 @@ Usage::
     python benchmarks/speed_table.py --python --rows ricc-fcfs ... --json benchmarks/results/speed-big.json
     python benchmarks/speed_page.py benchmarks/results/speed.json benchmarks/results/speed-big.json
 
+A row measured again (``--rows hpc2n --json .../speed-again.json``) replaces the first
+measure of that row when its file is named later.
+
 The page is this script's text with the measured tables in it, nothing else:
 ``tests/test_speed_page.py`` renders the saved figures again and compares, so a number on the
 page is always one the script measured, and the page changes only when the figures do.
@@ -147,7 +150,29 @@ def with_readme_block(text: str, runs: list[dict[str, Any]]) -> str:
 
 
 def load(paths: list[Path]) -> list[dict[str, Any]]:
-    return [json.loads(path.read_text()) for path in paths]
+    """The saved runs, in order; a row measured again in a later file replaces the earlier
+    one (where it was), so a row can be remeasured without running the whole table."""
+    runs = [json.loads(path.read_text()) for path in paths]
+    latest = {row["row"]: (i, row) for i, run in enumerate(runs) for row in run["rows"]}
+    for i, run in enumerate(runs):
+        run["rows"] = [
+            latest[row["row"]][1]
+            for row in run["rows"]
+            if latest[row["row"]][0] == i or _first(runs, row["row"]) == i
+        ]
+    seen: set[str] = set()
+    for run in runs:
+        kept = []
+        for row in run["rows"]:
+            if row["row"] not in seen:
+                seen.add(row["row"])
+                kept.append(row)
+        run["rows"] = kept
+    return runs
+
+
+def _first(runs: list[dict[str, Any]], name: str) -> int:
+    return next(i for i, run in enumerate(runs) if any(r["row"] == name for r in run["rows"]))
 
 
 def main(argv: list[str] | None = None) -> int:

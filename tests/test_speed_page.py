@@ -37,3 +37,27 @@ def test_the_within_column_judges_the_median_against_the_target() -> None:
     assert speed_page._within(row) == "yes"
     row["peaks"] = [401, 401, 401]
     assert speed_page._within(row) == "**no**"
+
+
+def test_a_row_measured_again_replaces_the_first_in_place(tmp_path: Path) -> None:
+    import json
+
+    first = {
+        "date": "d",
+        "cores": 2,
+        "repeat": 3,
+        "other": None,
+        "rows": [{"row": "kth", "seconds": [1.0]}, {"row": "hpc2n", "seconds": [9.0]}],
+    }
+    again = {
+        "date": "d",
+        "cores": 2,
+        "repeat": 3,
+        "other": None,
+        "rows": [{"row": "hpc2n", "seconds": [6.0]}],
+    }
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(again))
+    runs = speed_page.load([tmp_path / "a.json", tmp_path / "b.json"])
+    rows = [row for run in runs for row in run["rows"]]
+    assert [(row["row"], row["seconds"]) for row in rows] == [("kth", [1.0]), ("hpc2n", [6.0])]

@@ -11,7 +11,7 @@
  * kernels; BATSCHED_ML_KERNEL=python forces the Python one.
  *
  * The clock, the sleeps, the step and the mailboxes are _simgrid_clock.h's, which the compiled
- * replay engine (_creplay.c) runs too.
+ * simulator (_csim.c) runs too.
  *
  * Differences of representation only:
  * - every sleep is updated at every step (SimGrid's own rule; the Python kernel skips the
@@ -28,7 +28,7 @@
 #define SOURCE_SHA256 "" /* setup.py passes this file's SHA-256: a stale build is not used */
 #endif
 
-#include "_simgrid_clock.h" /* the clock, the sleeps and the step: shared with _creplay.c */
+#include "_simgrid_clock.h" /* the clock, the sleeps and the step: shared with _csim.c */
 
 enum { K_SLEEP = 0, K_PUT = 1, K_GET = 2, K_CREATE = 3, K_KILL = 4, K_EXCHANGE = 5 };
 

@@ -1,6 +1,6 @@
 /* SimGrid 3.32's clock and sleep actions on the exact platform, shared by the two compiled
- * kernels: _ckernel.c (the actors are Python generators) and _creplay.c (the actors are C state
- * machines, with the scheduler). The rules are batsched_ml/sim/simgrid.py's design note, the
+ * kernels: _ckernel.c (the actors are Python generators) and _csim.c (the actors are C state
+ * machines, the scheduler a Python callback). The rules are batsched_ml/sim/simgrid.py's design note, the
  * reference: the step is the smallest of every sleep's remaining max_duration and the transfer's
  * remains / rate; `now += step`; then every sleep's `m - step` and the transfer's
  * `remains - rate * step` (built with -ffp-contract=off: no fused multiply-add), set to an end
