@@ -2,9 +2,10 @@
 
 Usage::
 
-    python benchmarks/speed_table.py --python --json benchmarks/results/speed.json
-    python benchmarks/speed_table.py --python --rows ricc-fcfs ... --json benchmarks/results/speed-big.json
-    python benchmarks/speed_page.py benchmarks/results/speed.json benchmarks/results/speed-big.json
+    python benchmarks/speed_table.py --python --json benchmarks/results/speed-1-table.json
+    python benchmarks/speed_table.py --repeat 1 --rows ricc-fcfs ... \
+        --json benchmarks/results/speed-2-largest-traces.json
+    python benchmarks/speed_page.py          # every benchmarks/results/speed*.json, in name order
 
 A row measured again (``--rows hpc2n --json .../speed-again.json``) replaces the first
 measure of that row when its file is named later.
@@ -44,7 +45,8 @@ Measured on {date}, {cores} cores:
 {table}
 
 "result files" says whether both sides wrote the same `jobs.csv`, `predictions.csv`,
-`classification.csv` and `summary.json`, byte for byte.
+`classification.csv` and `summary.json`, byte for byte. A row with a single time and no second
+side (the largest traces) was run once, with the compiled parts only.
 
 ## Where the time goes, and why it is built this way
 
@@ -149,6 +151,11 @@ def with_readme_block(text: str, runs: list[dict[str, Any]]) -> str:
     return text[:start] + readme_block(runs) + text[end:]
 
 
+def figures() -> list[Path]:
+    """The saved figures the pages are written from: their names give their order."""
+    return sorted((ROOT / "benchmarks" / "results").glob("speed*.json"))
+
+
 def load(paths: list[Path]) -> list[dict[str, Any]]:
     """The saved runs, in order; a row measured again in a later file replaces the earlier
     one (where it was), so a row can be remeasured without running the whole table."""
@@ -177,9 +184,14 @@ def _first(runs: list[dict[str, Any]], name: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("figures", nargs="+", type=Path, help="speed_table.py --json files")
+    parser.add_argument(
+        "figures",
+        nargs="*",
+        type=Path,
+        help="speed_table.py --json files (default: benchmarks/results/speed*.json, by name)",
+    )
     args = parser.parse_args(argv)
-    runs = load(args.figures)
+    runs = load(args.figures or figures())
     PAGE.write_text(render_page(runs))
     README.write_text(with_readme_block(README.read_text(), runs))
     print(f"wrote {PAGE.relative_to(ROOT)} and the table of {README.relative_to(ROOT)}")

@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import speed_page  # noqa: E402
 import speed_table  # noqa: E402
 
-FIGURES = sorted((ROOT / "benchmarks" / "results").glob("speed*.json"))
+FIGURES = speed_page.figures()
 
 
 def test_the_speed_page_is_the_scripts_rendering_of_the_saved_figures() -> None:
