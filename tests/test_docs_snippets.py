@@ -52,3 +52,31 @@ def test_the_shipped_trace_is_found_by_name_from_any_folder(
     (tmp_path / "KTH-SP2-1996-2.1-cln.swf.gz").unlink()
     result = batsched_ml.replay()  # no argument: the shipped trace
     assert len(result.jobs) == 28_467 and round(result.summary["mean_bsld"], 2) == 31.75
+
+
+def test_the_docker_pages_expected_figures_are_the_replays(tmp_path: Path) -> None:
+    """docs/docker.md's expected output of the compose experiment shows the figures of the
+    embedded replay with the same settings (the job tables are byte-identical): they are
+    checked against that replay here, so the page cannot keep figures of older code."""
+    from batsched_ml.cli import main
+
+    page = (ROOT / "docs" / "docker.md").read_text()
+    block = page[page.index("Expected output (KTH-SP2") :]
+    block = block[block.index("```\n") + 4 :]
+    block = block[: block.index("```")]
+    shown = [
+        line.split("|", 1)[1].strip()
+        for line in block.splitlines()
+        if line.startswith("experiment_1  | ") and not line.endswith("report.md")
+    ]
+    assert any(line.startswith("mean bounded slowdown") for line in shown)
+    out = tmp_path / "out"
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["replay", "-q", "-o", str(out), "--variant", "classification-idempotent"]) == 0
+    table = {" ".join(line.split()) for line in printed.getvalue().splitlines()}
+    for line in shown:
+        assert " ".join(line.split()) in table, line
