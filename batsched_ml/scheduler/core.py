@@ -509,6 +509,18 @@ class BatchScheduler:
         starving.sort(key=lambda entry: (entry.subtime, entry.seq))
         if len(starving) <= len(queue) and all(map(operator.is_, starving, queue)):
             return queue  # already first, in that order (FCFS's oldest jobs): no copy
+        if not self.policy.dynamic and len(starving) <= 32:
+            # a few starving jobs: the sorted queue copied and each taken out at its key (a
+            # bisection and a memmove in C, well under a nanosecond an entry), rather than
+            # every entry of the queue tested in Python (tens of nanoseconds each)
+            rest = list(queue)
+            for entry in starving:
+                at = bisect_left(rest, entry.key, key=_key)
+                if at == len(rest) or rest[at] is not entry:
+                    break  # not where its key says (cannot happen): the walk below
+                del rest[at]
+            else:
+                return starving + rest
         chosen = {id(entry) for entry in starving}
         return starving + [entry for entry in queue if id(entry) not in chosen]
 
