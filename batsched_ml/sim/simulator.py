@@ -216,15 +216,30 @@ class problems:
     ) -> InvalidDecision | None:
         """What is wrong with the allocation of an EXECUTE_JOB (``busy``: the machines in use,
         a set, or a bitmask from the compiled simulator), or None."""
+        problem = problems.fields(decision, job_id)
+        if problem is not None:
+            return problem
+        return problems.allocation(decision, job_id, res, hosts, busy, runs_of(decision.alloc))
+
+    @staticmethod
+    def fields(decision: ExecuteJob, job_id: str) -> InvalidDecision | None:
+        """An EXECUTE_JOB with fields Batsim's delay jobs do not take, or no machine."""
         if decision.extra:
             return InvalidDecision(
                 decision.TYPE, job_id, f"unsupported fields {sorted(decision.extra)}"
             )
-        alloc = decision.alloc
-        if not alloc:
+        if not decision.alloc:
             return InvalidDecision(decision.TYPE, job_id, "empty allocation")
+        return None
+
+    @staticmethod
+    def allocation(
+        decision: ExecuteJob, job_id: str, res: int, hosts: int, busy: MachineSet | int, runs: Runs
+    ) -> InvalidDecision | None:
+        """:meth:`execute`'s checks of a non-empty allocation given as its runs (the Python
+        simulator has them at hand: it keeps them)."""
+        alloc = decision.alloc
         # counted on the runs (a ProcSet's len is a generator over ProcInt lengths)
-        runs = runs_of(alloc)
         size = size_of(runs)
         if size != res:
             return InvalidDecision(
@@ -723,11 +738,16 @@ class BatsimSimulator:
         job = self._known_job(decision, decision.job_id)
         if job.state != _SUBMITTED:
             raise InvalidDecision(decision.TYPE, job.job_id, _NOT_WAITING[job.state])
-        problem = problems.execute(decision, job.job_id, job.res, len(self.hosts), self._busy)
+        problem = problems.fields(decision, job.job_id)
         if problem is not None:
             raise problem
         alloc = decision.alloc
-        runs = runs_of(alloc)
+        runs = runs_of(alloc)  # once: checked, kept for the release and the row
+        problem = problems.allocation(
+            decision, job.job_id, job.res, len(self.hosts), self._busy, runs
+        )
+        if problem is not None:
+            raise problem
         self._busy.add(runs)
         self._running += 1
         job.state = _RUNNING
