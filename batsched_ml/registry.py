@@ -21,35 +21,54 @@ POLICIES: dict[str, str] = {
     "saf": "smallest requested area (time * processors) first",
 }
 
-#: The variants that classify jobs small or large (:mod:`batsched_ml.scheduler.classified`).
-CLASSIFIED_VARIANTS: tuple[str, ...] = (
-    "classification",
-    "classification-idempotent",
-    "class-clairvoyant",
-)
+#: The variants that classify jobs small or large (:mod:`batsched_ml.scheduler.classified`),
+#: with what each does.
+CLASSIFIED_VARIANTS: dict[str, str] = {
+    "classification": "small/large queues from weekly Random Forests, the small queue first",
+    "classification-idempotent": "classification, plus killing small jobs that outrun the "
+    "divider and resubmitting them as large",
+    "class-clairvoyant": "the small/large queues with the true class (the method's ceiling)",
+}
 
-#: ``--variant``. ``base``: EASY on requested times; ``runtime-clairvoyant``: EASY on actual
-#: runtimes (ordering and backfilling); the classified ones above.
-VARIANTS: tuple[str, ...] = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
+#: ``--variant``: how the scheduler plans with runtimes and classes.
+VARIANTS: dict[str, str] = {
+    "base": "EASY on the predicted (by default the requested) times",
+    **CLASSIFIED_VARIANTS,
+    "runtime-clairvoyant": "EASY on the actual runtimes (ordering and backfilling)",
+}
 
-#: ``--predictor``: the runtime predictors (:mod:`batsched_ml.scheduler.predictors`).
-PREDICTORS: tuple[str, ...] = (
-    "requested",
-    "actual",
-    "easy++",
-    "fixed",
-    "adaboost",
-    "profile",
-    "su",
-)
+#: ``--predictor``: the runtime predictors (:mod:`batsched_ml.scheduler.predictors`). All but
+#: ``actual`` are capped by the requested time.
+PREDICTORS: dict[str, str] = {
+    "requested": "the user's requested time",
+    "actual": "the actual runtime (clairvoyant reference)",
+    "easy++": "mean of the user's last two runtimes (Tsafrir et al.), with shortest-job "
+    "backfilling",
+    "fixed": "a fixed time (10 minutes: the start of a correction-only policy)",
+    "adaboost": "AdaBoost regression on the SWF fields, retrained weekly",
+    "profile": "the user's last job of a matching profile (Galleguillos et al.)",
+    "su": "the SU framework: Levenshtein clusters of user and job name, nearest neighbours, SVR",
+}
 
-#: ``--correction``: what to do when a job outlives its prediction.
-CORRECTIONS: tuple[str, ...] = ("none", "simple", "power")
+#: ``--correction``: what to do when a running job reaches its predicted end (never past the
+#: requested time).
+CORRECTIONS: dict[str, str] = {
+    "none": "the prediction stands (the job runs on to its requested time)",
+    "simple": "+1 h, up to 7 days of running",
+    "power": "+15 x 2^(i-2) min at the i-th correction",
+}
 
 #: ``--dispatcher``: EASY backfilling with the ``--policy`` order, or the dispatchers of
-#: Galleguillos et al.: shortest / longest predicted runtime first (no backfilling), PRB (urgency
-#: order, every job that fits starts) and CPH (a CP-SAT plan of the urgent jobs).
-DISPATCHERS: tuple[str, ...] = ("easy", "sjf", "ljf", "prb", "cph")
+#: Galleguillos et al.
+DISPATCHERS: dict[str, str] = {
+    "easy": "EASY backfilling in the --policy order",
+    "sjf": "shortest predicted runtime first, no backfilling",
+    "ljf": "longest predicted runtime first, no backfilling",
+    "prb": "urgency (wait / expected wait of the job's queue) first, ties by demand, every "
+    "job that fits starts",
+    "cph": "a CP-SAT plan of the 32 most urgent jobs minimising their total wait, then PRB's "
+    "allocation",
+}
 
 #: How each dispatcher other than EASY orders the queue (for the messages that say so).
 DISPATCHER_ORDERS: dict[str, str] = {
@@ -61,6 +80,12 @@ DISPATCHER_ORDERS: dict[str, str] = {
 
 #: EASY's starvation threshold: a job waiting this long is served in submission order.
 STARVATION_THRESHOLD_HOURS = 72.0
+
+
+def described(methods: Mapping[str, str]) -> str:
+    """``name: what it does; ...``: a ``--help`` text made from a registry table, so the help
+    never lists a method the scheduler lacks or misses one it has."""
+    return "; ".join(f"{name}: {text}" for name, text in methods.items())
 
 
 def run_title(config: Mapping[str, Any]) -> str:

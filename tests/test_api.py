@@ -83,6 +83,6 @@ def test_the_registry_is_what_the_implementations_offer() -> None:
     from batsched_ml.scheduler.predictors import PREDICTORS
 
     assert {name: p.description for name, p in POLICIES.items()} == registry.POLICIES
-    assert tuple(PREDICTORS) == registry.PREDICTORS
+    assert tuple(PREDICTORS) == tuple(registry.PREDICTORS)
     # every registered correction is implemented ("none" is no correction)
     assert [get_correction(name) is None for name in registry.CORRECTIONS] == [True, False, False]

@@ -11,7 +11,6 @@ uses has its entry in docs/glossary.md, and on the hand-written pages of the sit
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
@@ -104,20 +103,9 @@ def _campaign_comments(path: Path) -> str:
 
 
 def _command_helps() -> dict[str, str]:
-    from batsched_ml.cli import _HelpFormatter, build_parser
+    from batsched_ml.cli.reference import command_helps
 
-    helps: dict[str, str] = {}
-
-    def walk(parser: argparse.ArgumentParser, name: str) -> None:
-        parser.formatter_class = lambda prog: _HelpFormatter(prog, width=100)  # type: ignore[assignment]
-        helps[name] = parser.format_help()
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for sub_name, sub in action.choices.items():
-                    walk(sub, f"{name} {sub_name}")
-
-    walk(build_parser(), "batsched-ml")
-    return helps
+    return command_helps()
 
 
 def user_texts() -> dict[str, str]:
@@ -233,3 +221,27 @@ def test_the_checks_catch_what_they_are_for() -> None:
         "EASY"
     ]
     assert first_unlinked("`EASY` [EASY](glossary.md#easy), EASY", "glossary.md") == []
+
+
+def test_the_command_reference_page_is_what_the_parser_prints() -> None:
+    from batsched_ml.cli.reference import page
+
+    assert (DOCS / "cli.md").read_text() == page(), (
+        "docs/cli.md is stale: python -m batsched_ml.cli.reference docs/cli.md"
+    )
+
+
+def test_every_registered_method_is_in_the_help_of_the_scheduler_options() -> None:
+    from batsched_ml import registry
+
+    # argparse wraps lines at spaces and after hyphens: compared without any white space
+    help_text = "".join(_command_helps()["batsched-ml replay"].split())
+    for table in (
+        registry.POLICIES,
+        registry.VARIANTS,
+        registry.PREDICTORS,
+        registry.CORRECTIONS,
+        registry.DISPATCHERS,
+    ):
+        for name, text in table.items():
+            assert "".join(f"{name}: {text}".split()) in help_text, name

@@ -277,12 +277,12 @@ def test_lenient_says_how_many_lines_it_skipped(tmp_path: Path, capsys) -> None:
 
 
 def test_a_bug_shows_its_traceback_and_exit_70(tmp_path: Path, capsys, monkeypatch) -> None:
-    import batsched_ml.cli as cli
+    from batsched_ml.cli import replay
 
     def broken(args) -> int:
         return {}["missing key"]  # an internal error, not the user's
 
-    monkeypatch.setattr(cli, "_cmd_replay", broken)
+    monkeypatch.setattr(replay, "run", broken)
     assert main(["replay", "-o", str(tmp_path / "r")]) == 70
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "KeyError: 'missing key'" in err

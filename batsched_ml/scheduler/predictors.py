@@ -302,7 +302,7 @@ PREDICTORS: dict[str, type] = {
     "profile": ProfileHeuristic,
     "su": SUPrediction,
 }
-assert tuple(PREDICTORS) == registry.PREDICTORS, "the predictors are registry.PREDICTORS"
+assert tuple(PREDICTORS) == tuple(registry.PREDICTORS), "the predictors are registry.PREDICTORS"
 
 
 def predictor_class(name: str) -> type:

@@ -1,0 +1,112 @@
+"""``batsched-ml replay``: a trace replayed in the embedded simulator."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from batsched_ml.cli import options
+from batsched_ml.errors import ConfigError
+from batsched_ml.workload import shipped
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="replay a trace in the embedded simulator and write jobs.csv and summary.json",
+        description="Replay an SWF trace (converted on the fly) or a Batsim workload JSON in the "
+        "embedded Batsim-compatible simulator; write DIR/jobs.csv (Batsim's format) and "
+        "DIR/summary.json, and print a summary.",
+    )
+    replay.add_argument(
+        "workload",
+        nargs="?",
+        help="SWF trace (.swf, .swf.gz) or Batsim workload (.json); default: the shipped KTH-SP2",
+    )
+    replay.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="the run's folder: new or empty, or holding this same run (run again)",
+    )
+    options.add_force_option(replay)
+    options.add_scheduler_options(replay)
+    replay.add_argument(
+        "--zmq",
+        metavar="ENDPOINT",
+        help="serve the scheduler over ZeroMQ on this endpoint (e.g. tcp://127.0.0.1:*) "
+        "instead of in process; same results",
+    )
+    options.add_trainer_options(replay)
+    replay.add_argument("--lenient", action="store_true", help="skip malformed SWF lines")
+    replay.add_argument(
+        "--shake",
+        type=int,
+        default=0,
+        metavar="SEED",
+        help="replay a shaken copy of the trace (Tsafrir et al.'s input shaking): each job's "
+        "submission moves by a random whole number of seconds, seeded; 0 (default): the trace",
+    )
+    replay.add_argument(
+        "--shake-seconds",
+        type=int,
+        default=60,
+        metavar="S",
+        help="the largest move of a shaken copy, either way (default %(default)s s)",
+    )
+    replay.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    replay.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from batsched_ml.collect import summary_table
+    from batsched_ml.outputs import write_replay
+    from batsched_ml.replaying import run_replay
+    from batsched_ml.runfolder import RunIdentity, claim, workload_record
+    from batsched_ml.workload.io import load_workload, report_dropped
+
+    started = time.perf_counter()
+    path = shipped.resolve(args.workload)
+    config = options.config(args)
+    if args.shake < 0 or args.shake_seconds < 0:
+        raise ConfigError("--shake and --shake-seconds take 0 or a positive number")
+    shaking = {"seed": args.shake, "seconds": args.shake_seconds} if args.shake else None
+    record = workload_record(path, lenient=args.lenient, shaking=shaking)
+    identity = RunIdentity("replay", config.as_dict(), record)
+    workload = load_workload(path, lenient=args.lenient)  # bad input: nothing written
+    if shaking is not None:
+        from batsched_ml.workload.shake import shake
+
+        workload = shake(workload, **shaking)
+    folder = claim(args.output, identity, force=args.force)
+    # said once the run goes ahead (a mistake is one line), recorded in run.json
+    folder.notes["input_cleaning"] = report_dropped(workload, path)
+    with folder.running():
+        label = f"{path.name} {config.policy}"
+        with (
+            options.progress_bar(args.quiet, len(workload["jobs"]), label) as progress,
+            options.trainer_for(
+                args, config, Path(args.output), folder.identity.as_dict()
+            ) as trainer,
+        ):
+            result = run_replay(
+                workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
+            )
+        del workload  # its job objects are freed before the files are written (peak memory)
+        summary = write_replay(result, args.output, run_id=folder.run_id)
+    elapsed = time.perf_counter() - started
+    print(summary_table(summary))
+    capped = getattr(getattr(result.scheduler, "planner", None), "wall_capped", 0)
+    if capped:
+        print(
+            f"batsched-ml: warning: {capped:,} CPH decision(s) stopped by wall_limit: this run "
+            "depends on the machine's load and may not be reproduced (see timing.json)",
+            file=sys.stderr,
+        )
+    if summary.get("skipped_lines"):
+        print(f"skipped {summary['skipped_lines']:,} malformed line(s) of {path.name} (--lenient)")
+    print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")
+    return 0

@@ -1,0 +1,19 @@
+"""MkDocs hook: the home page is the README (one text, two places)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+def on_page_read_source(page: Any, config: Any, **kwargs: Any) -> str | None:
+    """The home page is the README (one text, two places): its ``docs/`` links made relative."""
+    if page.file.src_uri != "index.md":
+        return None
+    from pathlib import Path
+
+    readme = Path(config["docs_dir"]).parent / "README.md"
+    text = readme.read_text().replace("](docs/", "](")
+    # a link to a file of the repository outside docs/ (examples/README.md) has no page on the
+    # site: its text stays, naming the file
+    return re.sub(r"\[([^\]]+)\]\((?!https?:|#|[\w-]+\.md)([^)]+)\)", r"\1 (`\2`)", text)
