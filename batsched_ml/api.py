@@ -72,8 +72,8 @@ def replay(
     """
     from batsched_ml.metrics import read_jobs_csv
     from batsched_ml.outputs import write_replay
+    from batsched_ml.pipeline import load
     from batsched_ml.replaying import ReplayConfig, run_replay
-    from batsched_ml.workload.io import load_workload
 
     if config is None:
         config = ReplayConfig(**settings)
@@ -81,7 +81,7 @@ def replay(
         config = dataclasses.replace(config, **settings)
     from batsched_ml.workload.shipped import resolve
 
-    data = workload if isinstance(workload, dict) else load_workload(resolve(workload))
+    data = workload if isinstance(workload, dict) else load(resolve(workload))
     result = run_replay(data, config)
     with tempfile.TemporaryDirectory(prefix="batsched-ml-") as tmp:
         out = Path(tmp)

@@ -72,7 +72,7 @@ import pandas as pd
 from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
 from batsched_ml.replaying import planner_kwargs
-from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
+from batsched_ml.runfolder import RunIdentity, mark_interrupted, same_run
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 from batsched_ml.workload import archive, shipped
@@ -649,8 +649,9 @@ def result_row(
 def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
-    record = workload_record(trace_path(spec, trace_dir), shaking=spec.shaking)
-    return RunIdentity("replay", spec.config().as_dict(), record)
+    from batsched_ml.pipeline import identity_of
+
+    return identity_of(trace_path(spec, trace_dir), spec.config(), shaking=spec.shaking)
 
 
 def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
@@ -667,22 +668,18 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
             return result_row(spec, folder, "existing", 0.0)
         if reason == "not run yet":
             reason = ""
-        from batsched_ml.outputs import write_replay
-        from batsched_ml.replaying import run_replay
-        from batsched_ml.workload.io import dropped_jobs, load_workload
+        from batsched_ml.pipeline import replay_into
 
-        claimed = claim(folder, identity, force=True)  # the campaign owns its run folders
-        with claimed.running():
-            workload = load_workload(trace_path(spec, trace_dir))
-            # recorded in run.json and summary.json; the campaign says it once per trace
-            claimed.notes["input_cleaning"] = dropped_jobs(workload)
-            if spec.shaking is not None:
-                from batsched_ml.workload.shake import shake
-
-                workload = shake(workload, **spec.shaking)
-            result = run_replay(workload, spec.config())
-            del workload  # its job objects are freed before the files are written
-            write_replay(result, folder, run_id=claimed.run_id)
+        # the campaign owns its run folders (force); it says the input cleaning once per trace
+        replay_into(
+            folder,
+            trace_path(spec, trace_dir),
+            spec.config(),
+            shaking=spec.shaking,
+            force=True,
+            identity=identity,
+            say_dropped=False,
+        )
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return result_row(spec, folder, "failed", time.perf_counter() - started, last, reason)

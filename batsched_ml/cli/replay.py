@@ -63,10 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from batsched_ml.collect import summary_table
-    from batsched_ml.outputs import write_replay
-    from batsched_ml.replaying import run_replay
-    from batsched_ml.runfolder import RunIdentity, claim, workload_record
-    from batsched_ml.workload.io import load_workload, report_dropped
+    from batsched_ml.pipeline import replay_into
 
     started = time.perf_counter()
     path = shipped.resolve(args.workload)
@@ -74,29 +71,20 @@ def run(args: argparse.Namespace) -> int:
     if args.shake < 0 or args.shake_seconds < 0:
         raise ConfigError("--shake and --shake-seconds take 0 or a positive number")
     shaking = {"seed": args.shake, "seconds": args.shake_seconds} if args.shake else None
-    record = workload_record(path, lenient=args.lenient, shaking=shaking)
-    identity = RunIdentity("replay", config.as_dict(), record)
-    workload = load_workload(path, lenient=args.lenient)  # bad input: nothing written
-    if shaking is not None:
-        from batsched_ml.workload.shake import shake
-
-        workload = shake(workload, **shaking)
-    folder = claim(args.output, identity, force=args.force)
-    # said once the run goes ahead (a mistake is one line), recorded in run.json
-    folder.notes["input_cleaning"] = report_dropped(workload, path)
-    with folder.running():
-        label = f"{path.name} {config.policy}"
-        with (
-            options.progress_bar(args.quiet, len(workload["jobs"]), label) as progress,
-            options.trainer_for(
-                args, config, Path(args.output), folder.identity.as_dict()
-            ) as trainer,
-        ):
-            result = run_replay(
-                workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
-            )
-        del workload  # its job objects are freed before the files are written (peak memory)
-        summary = write_replay(result, args.output, run_id=folder.run_id)
+    label = f"{path.name} {config.policy}"
+    result, summary = replay_into(
+        args.output,
+        path,
+        config,
+        lenient=args.lenient,
+        shaking=shaking,
+        force=args.force,
+        progress=lambda total: options.progress_bar(args.quiet, total, label),
+        trainer=lambda folder: options.trainer_for(
+            args, config, Path(args.output), folder.identity.as_dict()
+        ),
+        zmq_endpoint=args.zmq,
+    )
     elapsed = time.perf_counter() - started
     print(summary_table(summary))
     capped = getattr(getattr(result.scheduler, "planner", None), "wall_capped", 0)

@@ -1,0 +1,96 @@
+"""The one way a replay becomes a run folder: the workload loaded (and shaken), the folder
+claimed for the run's identity, the replay run, its results written, the folder marked
+complete (or failed, or interrupted, with the reason).
+
+``batsched-ml replay``, campaigns (and so ``paper-results``, which runs its grid as a campaign)
+go through :func:`replay_into`; the Python API loads through :func:`load` and replays with the
+same :func:`batsched_ml.replaying.run_replay`. What differs between them is only what they say
+while running (a progress bar, the input cleaning on stderr or once per trace) and who trains
+a classified run's forests, so those are the arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from batsched_ml.outputs import write_replay
+from batsched_ml.replaying import ReplayConfig, ReplayResult, run_replay
+from batsched_ml.runfolder import RunFolder, RunIdentity, claim, workload_record
+from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
+
+#: ``progress``'s callback: the number of jobs finished so far.
+Progress = Callable[[int], None]
+
+
+def identity_of(
+    path: str | Path,
+    config: ReplayConfig,
+    *,
+    lenient: bool = False,
+    shaking: Mapping[str, int] | None = None,
+) -> RunIdentity:
+    """A replay's identity (:mod:`batsched_ml.runfolder`): its settings and its workload file's
+    name and digest, so the command line and a campaign resume each other's folders."""
+    record = workload_record(path, lenient=lenient, shaking=shaking)
+    return RunIdentity("replay", config.as_dict(), record)
+
+
+def load(
+    path: str | Path, *, lenient: bool = False, shaking: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The workload a replay schedules: ``path`` read (an SWF trace converted on the fly), and
+    shaken when ``shaking`` (``seed``, ``seconds``: :func:`batsched_ml.workload.shake.shake`)
+    asks."""
+    workload = load_workload(path, lenient=lenient)
+    if shaking:
+        from batsched_ml.workload.shake import shake
+
+        workload = shake(workload, **shaking)
+    return workload
+
+
+def replay_into(
+    output: str | Path,
+    path: str | Path,
+    config: ReplayConfig,
+    *,
+    lenient: bool = False,
+    shaking: Mapping[str, int] | None = None,
+    force: bool = False,
+    identity: RunIdentity | None = None,
+    say_dropped: bool = True,
+    progress: Callable[[int], AbstractContextManager[Progress | None]] | None = None,
+    trainer: Callable[[RunFolder], AbstractContextManager[Any]] | None = None,
+    zmq_endpoint: str | None = None,
+) -> tuple[ReplayResult, dict[str, Any]]:
+    """Replay ``path`` under ``config`` into the run folder ``output``; return the result and
+    its summary (``summary.json``).
+
+    Bad input stops the run before anything is written. ``say_dropped``: the jobs the
+    cleaning rules dropped are said on stderr (the command line) rather than only recorded in
+    ``run.json`` and ``summary.json`` (a campaign says them once per trace). ``progress``
+    makes, from the number of jobs, the context of a progress callback; ``trainer`` makes,
+    from the claimed folder, the context of a classified run's trainer (``None``: trained in
+    process)."""
+    if identity is None:
+        identity = identity_of(path, config, lenient=lenient, shaking=shaking)
+    workload = load(path, lenient=lenient, shaking=shaking)  # bad input: nothing written
+    folder = claim(output, identity, force=force)
+    # said once the run goes ahead (a mistake is one line), recorded in run.json
+    dropped = report_dropped(workload, path) if say_dropped else dropped_jobs(workload)
+    folder.notes["input_cleaning"] = dropped
+    with folder.running():
+        with (
+            progress(len(workload["jobs"])) if progress else contextlib.nullcontext() as callback,
+            trainer(folder) if trainer else contextlib.nullcontext() as chosen,
+        ):
+            result = run_replay(
+                workload, config, progress=callback, zmq_endpoint=zmq_endpoint, trainer=chosen
+            )
+        del workload  # its job objects are freed before the files are written (peak memory)
+        summary = write_replay(result, output, run_id=folder.run_id)
+    return result, summary
