@@ -467,13 +467,24 @@ class BatchScheduler:
         if running is None:
             raise SchedulerError(f"completion of job {event.job_id}, which is not running")
         self.free.add(running.alloc)
-        self._ends.remove(running.end_entry)
+        self._drop_end(running.end_entry)
         if not (running.killed and event.job_state == "COMPLETED_KILLED"):
             # an attempt the scheduler cut short says nothing of the job's runtime
             self.predictor.observe(running.job, now - running.start)
         for hook in self._hooks["on_completed"]:
             hook(running, event, now)
         return running
+
+    def _drop_end(self, end: tuple[float, int, int]) -> None:
+        """Take a running job's ``(expected end, seq, machines)`` out of the sorted ends: found
+        by bisection (each entry is unique, its ``seq`` being its job's), not by a walk of the
+        running jobs (6 % of a RICC replay's time, profiled, with thousands running)."""
+        ends = self._ends
+        at = bisect_left(ends, end)
+        if at == len(ends) or ends[at] != end:
+            # a bug, not the peer's doing: a traceback
+            raise RuntimeError(f"expected end {end} is not among the running jobs' ends")
+        del ends[at]
 
     def kill(self, job_ids: list[str], now: float) -> None:
         """Ask Batsim to kill running jobs (in this message's reply, before the pass's
@@ -562,7 +573,7 @@ class BatchScheduler:
             )
             if est == running.est:
                 continue
-            self._ends.remove(running.end_entry)
+            self._drop_end(running.end_entry)
             running.est, running.corrections = est, count
             running.end_entry = (running.start + est, running.end_entry[1], running.end_entry[2])
             insort(self._ends, running.end_entry)
