@@ -258,6 +258,9 @@ class BatchScheduler:
         self._backdated: dict[str, WaitingJob] = {}  # queued with an earlier subtime than Batsim's
         self._sorted: list[WaitingJob] = []  # static policies: the queue, kept sorted by key
         self._ends: list[tuple[float, int, int]] = []
+        # the entries queued since the last pass, while nothing else changed (None: something
+        # did); an incremental dispatcher then tests only those (:mod:`.easy`)
+        self._fresh: list[WaitingJob] | None = None
         self._seq = 0
         self.no_more_static_jobs = False
         self.ended = False
@@ -365,6 +368,8 @@ class BatchScheduler:
         if isinstance(event, JobSubmitted):
             self.on_submitted(event)
             return True
+        if not isinstance(event, (SimulationBegins, Notify)):
+            self._fresh = None  # a completion, a call back, a kill: the next pass walks it all
         if isinstance(event, JobCompleted):
             self.on_completed(event, now)
             return True
@@ -456,6 +461,8 @@ class BatchScheduler:
 
     def add_waiting(self, entry: WaitingJob) -> None:
         self.waiting[entry.job.id] = entry
+        if self._fresh is not None:
+            self._fresh.append(entry)
         if entry.subtime < entry.job.subtime:
             self._backdated[entry.job.id] = entry
         if not self.policy.dynamic:
@@ -468,6 +475,7 @@ class BatchScheduler:
             raise SchedulerError(f"completion of job {event.job_id}, which is not running")
         self.free.add(running.alloc)
         self._drop_end(running.end_entry)
+        self._fresh = None
         if not (running.killed and event.job_state == "COMPLETED_KILLED"):
             # an attempt the scheduler cut short says nothing of the job's runtime
             self.predictor.observe(running.job, now - running.start)
@@ -537,13 +545,22 @@ class BatchScheduler:
 
     def schedule(self, now: float) -> list[Event]:
         """One pass over the queue; the EXECUTE_JOB decisions the dispatcher makes."""
+        fresh, self._fresh = self._fresh, []
         if not self.waiting:
             return []
-        if self.correction is not None:
-            self.correct_estimates(now)
+        if self.correction is not None and self.correct_estimates(now):
+            fresh = None
         queue = self.ordered_queue(now)  # may be self._sorted itself: not changed until the end
         starving = self._head_starving(queue, now)
-        started, reservation = self.dispatcher.decide(queue, self.free, self._ends, now, starving)
+        if getattr(self.dispatcher, "incremental", False):  # EASY (dispatchers.Easy)
+            decide: Any = self.dispatcher.decide
+            started, reservation = decide(
+                queue, self.free, self._ends, now, starving, fresh=self._in_order(fresh, now)
+            )
+        else:
+            started, reservation = self.dispatcher.decide(
+                queue, self.free, self._ends, now, starving
+            )
         self.last_reservation = reservation
         if self.audit and reservation is not None:
             head = reservation.head
@@ -554,17 +571,31 @@ class BatchScheduler:
             decisions.extend(self.start(entry, alloc, now))
         return decisions
 
+    def _in_order(self, fresh: list[WaitingJob] | None, now: float) -> list[WaitingJob] | None:
+        """The entries queued since the last pass in the order the queue holds them, or
+        ``None`` when that order is not theirs by key alone (a dynamic policy, or one of them
+        starving and so moved ahead) and the dispatcher must walk the whole queue."""
+        if fresh is None or self.policy.dynamic:
+            return None
+        threshold = self.starvation_threshold
+        if threshold is not None and any(now - entry.subtime > threshold for entry in fresh):
+            return None
+        if len(fresh) > 1:
+            fresh.sort(key=_key)
+        return fresh
+
     def _head_starving(self, queue: list[WaitingJob], now: float) -> bool:
         threshold = self.starvation_threshold
         return bool(queue) and threshold is not None and now - queue[0].subtime > threshold
 
-    def correct_estimates(self, now: float) -> None:
+    def correct_estimates(self, now: float) -> bool:
         """Extend the estimate of every running job expected to end within the correction
-        margin of ``now`` (see :mod:`batsched_ml.scheduler.correction`)."""
+        margin of ``now`` (see :mod:`batsched_ml.scheduler.correction`); whether one was."""
         assert self.correction is not None
         due = now + MARGIN
         if not self._ends or self._ends[0][0] > due:
-            return
+            return False
+        corrected = False
         for running in self.running.values():
             if running.start + running.est > due:
                 continue
@@ -577,6 +608,8 @@ class BatchScheduler:
             running.est, running.corrections = est, count
             running.end_entry = (running.start + est, running.end_entry[1], running.end_entry[2])
             insort(self._ends, running.end_entry)
+            corrected = True
+        return corrected
 
     def start(self, entry: WaitingJob, alloc: Runs, now: float) -> list[Event]:
         """Move ``entry`` from the queue to the running set on ``alloc``, machines the

@@ -61,25 +61,43 @@ class Dispatcher(Protocol):
 
 class Easy:
     """EASY backfilling; ``backfilling=False`` stops at the first job that does not fit (then
-    it is :class:`ListScheduling`); ``shortest_first`` backfills the shortest estimate first."""
+    it is :class:`ListScheduling`); ``shortest_first`` backfills the shortest estimate first.
+
+    ``incremental``: the scheduler gives :meth:`decide` the jobs queued since the previous
+    pass when nothing else changed, and the pass tests only those (:func:`.easy.easy_pass`,
+    the same decisions); ``False`` walks the whole queue every time (the tests compare)."""
 
     name = "easy"
 
-    def __init__(self, *, backfilling: bool = True, shortest_first: bool = False) -> None:
+    def __init__(
+        self, *, backfilling: bool = True, shortest_first: bool = False, incremental: bool = True
+    ) -> None:
         self.backfilling = backfilling
         self.shortest_first = shortest_first
+        self.incremental = incremental
+        self.previous: Reservation | None = None  # the last pass's reservation
 
     def decide(
-        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
+        self,
+        queue: Sequence[C],
+        free: MachineSet,
+        ends: Ends,
+        now: float,
+        starving: bool,
+        fresh: Sequence[C] | None = None,
     ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
-        return easy_pass(
+        started, reservation = easy_pass(
             queue,
             free,
             ends,
             now,
             backfilling=self.backfilling,
             shortest_first=self.shortest_first,
+            previous=self.previous if self.incremental else None,
+            fresh=fresh,
         )
+        self.previous = reservation
+        return started, reservation
 
 
 class ListScheduling(Easy):
