@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from batsched_ml import __version__
+from batsched_ml.cli_edc import add_parser as add_edc_parser
 from batsched_ml.cli_traces import add_parser as add_traces_parser
 from batsched_ml.errors import ConfigError, OutputHoldsRun, UserError
 from batsched_ml.plugins import Choices
@@ -948,6 +949,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_force_option(serve)
     serve.set_defaults(handler=_cmd_serve)
+    add_edc_parser(commands)
 
     trainer = commands.add_parser(
         "trainer",
