@@ -54,8 +54,8 @@ INIT = '{"starvation_threshold": null}'  # the recording's EDC: EASY, no starvat
 
 
 def library(driver: Path, folder: Path, frames: list[bytes]) -> tuple[float, float]:
-    outcome = run_driver(driver, library_path(), INIT, frames, folder)
-    assert outcome.code == 0, outcome.stderr
+    code, stderr, outcome = run_driver(driver, library_path(), INIT, frames, folder)
+    assert code == 0, stderr
     assert outcome.replies == messages(CASE, "edc->batsim")
     assert outcome.seconds is not None
     init_s, take_s = outcome.seconds

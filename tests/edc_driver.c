@@ -3,14 +3,17 @@
  * batsim_edc_init with an init string, batsim_edc_take_decisions with each recorded message,
  * batsim_edc_deinit at the end.
  *
- *     edc_driver LIBRARY INIT_STRING FRAMES REPLIES
+ *     edc_driver LIBRARY INIT_STRING FRAMES REPLIES [INIT_STRING FRAMES REPLIES ...]
  *
- * FRAMES: Batsim's messages, each a little-endian u32 size then that many bytes (the JSON text
- * and its NUL, as Batsim passes them). REPLIES (written): the flags as u32, then the hello and
- * each reply the same way (u32 size + bytes, the NUL included). Prints the seconds spent in
- * the library's calls (init, then all take_decisions) on stdout. Exit 0 when every call
+ * One simulation per (INIT_STRING, FRAMES, REPLIES), in turn in this process, the library
+ * loaded for each and closed after its deinit, as Batsim does once. FRAMES: Batsim's messages,
+ * each a little-endian u32 size then that many bytes (the JSON text and its NUL, as Batsim
+ * passes them). REPLIES (written): the flags as u32, then the hello and each reply the same
+ * way (u32 size + bytes, the NUL included). Prints one line per simulation on stdout: the
+ * seconds spent in the library's calls (init, then all take_decisions). Exit 0 when every call
  * returned 0, else 10 + the failing call's kind (0 init, 1 take_decisions, 2 deinit), after
- * writing what came before; 2 for a usage or file error, 3 for a loading error. */
+ * writing what came before and running no further simulation; 2 for a usage or file error, 3
+ * for a loading error. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -32,12 +35,9 @@ static int put(FILE *out, const uint8_t *data, uint32_t size) {
     return fwrite(&size, 4, 1, out) == 1 && fwrite(data, 1, size, out) == size ? 0 : -1;
 }
 
-int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s LIBRARY INIT_STRING FRAMES REPLIES\n", argv[0]);
-        return 2;
-    }
-    void *library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+static int simulate(const char *path, const char *init_string, const char *frames_path,
+                    const char *replies_path) {
+    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (library == NULL) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 3;
@@ -49,12 +49,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dlsym: %s\n", dlerror());
         return 3;
     }
-    FILE *frames = fopen(argv[3], "rb"), *replies = fopen(argv[4], "wb");
+    FILE *frames = fopen(frames_path, "rb"), *replies = fopen(replies_path, "wb");
     if (frames == NULL || replies == NULL) {
         perror("frames or replies");
         return 2;
     }
-    const char *init_string = argv[2];
     uint32_t init_size = 0;
     while (init_string[init_size] != '\0') init_size++;
     uint32_t flags = 0, size = 0;
@@ -78,8 +77,24 @@ int main(int argc, char **argv) {
         }
         if (put(replies, data, size) != 0) return 2;
     }
+    fclose(frames);
     if (deinit() != 0) return 12;
     if (fclose(replies) != 0) return 2;
+    dlclose(library);
     printf("%.6f %.6f\n", in_init, in_take);
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5 || (argc - 2) % 3 != 0) {
+        fprintf(stderr, "usage: %s LIBRARY INIT_STRING FRAMES REPLIES [INIT_STRING FRAMES REPLIES ...]\n",
+                argv[0]);
+        return 2;
+    }
+    for (int i = 2; i < argc; i += 3) {
+        int code = simulate(argv[1], argv[i], argv[i + 1], argv[i + 2]);
+        if (code != 0) return code;
+    }
     return 0;
 }

@@ -36,6 +36,7 @@ from tests.conftest import ROOT
 from tests.test_batsim5 import CASES, config_of, messages
 
 DRIVER = ROOT / "tests" / "edc_driver.c"
+CLASSIFIED = "(classified)"
 _U32 = struct.Struct("<I")
 
 
@@ -74,8 +75,6 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass
 class Outcome:
-    code: int
-    stderr: str
     flags: int | None
     hello: dict[str, Any] | None
     replies: list[dict[str, Any]]
@@ -87,27 +86,10 @@ def frames_file(path: Path, frames: list[bytes]) -> Path:
     return path
 
 
-def run_driver(
-    driver: Path, library: Path, init: str, frames: list[bytes], folder: Path
-) -> Outcome:
-    """Batsim's calls through the driver; the replies must each end with one NUL (Batsim's
+def _replies(path: Path) -> tuple[int | None, list[dict[str, Any]]]:
+    """The flags and the JSON texts the driver wrote; each must end with one NUL (Batsim's
     parser reads a C string), which is checked and stripped here."""
-    replies_path = folder / "replies.bin"
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    done = subprocess.run(
-        [
-            str(driver),
-            str(library),
-            init,
-            str(frames_file(folder / "frames.bin", frames)),
-            str(replies_path),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,  # the library finds its package by its own path, not by PYTHONPATH
-        timeout=600,
-    )
-    data = replies_path.read_bytes() if replies_path.exists() else b""
+    data = path.read_bytes() if path.exists() else b""
     flags = _U32.unpack_from(data)[0] if len(data) >= 4 else None
     texts, pos = [], 4
     while pos < len(data):
@@ -116,18 +98,42 @@ def run_driver(
         assert text.endswith(b"\0") and b"\0" not in text[:-1]
         texts.append(json.loads(text[:-1]))
         pos += 4 + size
-    seconds = None
-    if done.returncode == 0:
-        init_s, take_s = done.stdout.split()
-        seconds = (float(init_s), float(take_s))
-    return Outcome(
-        done.returncode,
-        done.stderr,
-        flags,
-        texts[0] if texts else None,
-        texts[1:],
-        seconds,
+    return flags, texts
+
+
+def run_simulations(
+    driver: Path, library: Path, runs: list[tuple[str, list[bytes]]], folder: Path
+) -> tuple[int, str, list[Outcome]]:
+    """Batsim's calls through the driver, for each ``(init string, frames)`` in turn in one
+    process: its exit code, its standard error and each simulation's :class:`Outcome` (those
+    after a failing one have none)."""
+    arguments = []
+    for i, (init, frames) in enumerate(runs):
+        frames_path = frames_file(folder / f"frames{i}.bin", frames)
+        arguments += [init, str(frames_path), str(folder / f"replies{i}.bin")]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(driver), str(library), *arguments],
+        capture_output=True,
+        text=True,
+        env=env,  # the library finds its package by its own path, not by PYTHONPATH
+        timeout=600,
     )
+    times = [tuple(float(x) for x in line.split()) for line in done.stdout.splitlines()]
+    outcomes = []
+    for i in range(len(runs)):
+        flags, texts = _replies(folder / f"replies{i}.bin")
+        seconds = (times[i][0], times[i][1]) if i < len(times) else None
+        outcomes.append(Outcome(flags, texts[0] if texts else None, texts[1:], seconds))
+    return done.returncode, done.stderr, outcomes
+
+
+def run_driver(
+    driver: Path, library: Path, init: str, frames: list[bytes], folder: Path
+) -> tuple[int, str, Outcome]:
+    """One simulation through the driver: (exit code, standard error, its outcome)."""
+    code, stderr, outcomes = run_simulations(driver, library, [(init, frames)], folder)
+    return code, stderr, outcomes[0]
 
 
 def batsim_frames(name: str) -> list[bytes]:
@@ -142,14 +148,28 @@ def init_of(config: ReplayConfig) -> str:
 # --- through the library, as Batsim 5 calls it ----------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "backfilling"), sorted(CASES.items()))
-def test_the_library_gives_the_recorded_decisions(
-    name: str, backfilling: bool, driver: Path, library: Path, tmp_path: Path
-) -> None:
-    outcome = run_driver(
-        driver, library, init_of(config_of(backfilling)), batsim_frames(name), tmp_path
+@pytest.fixture(scope="module")
+def recorded_cases(
+    driver: Path, library: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """The library fed every case's recorded messages, one simulation after the other in one
+    driver process (the library loaded and closed for each, Python started once); then a
+    classified run's start (``CLASSIFIED``), which gets no message."""
+    names = [*sorted(CASES), CLASSIFIED]
+    runs = [(init_of(config_of(CASES[name])), batsim_frames(name)) for name in sorted(CASES)]
+    runs.append((init_of(ReplayConfig(variant="classification-idempotent", policy="spf")), []))
+    code, stderr, outcomes = run_simulations(
+        driver, library, runs, tmp_path_factory.mktemp("cases")
     )
-    assert outcome.code == 0, outcome.stderr
+    assert code == 0, stderr
+    return dict(zip(names, outcomes, strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_library_gives_the_recorded_decisions(
+    name: str, recorded_cases: dict[str, Outcome]
+) -> None:
+    outcome = recorded_cases[name]
     assert outcome.flags == 0x2  # JSON
     assert outcome.hello is not None
     assert [e["event_type"] for e in outcome.hello["events"]] == ["EDCHelloEvent"]
@@ -163,12 +183,10 @@ def test_the_library_gives_the_recorded_decisions(
 
 
 def test_a_classified_init_asks_batsim_for_dynamic_jobs(
-    driver: Path, library: Path, tmp_path: Path
+    recorded_cases: dict[str, Outcome],
 ) -> None:
-    config = ReplayConfig(variant="classification-idempotent", policy="spf")
-    outcome = run_driver(driver, library, init_of(config), [], tmp_path)
-    assert outcome.code == 0, outcome.stderr
-    assert outcome.hello is not None
+    outcome = recorded_cases[CLASSIFIED]
+    assert outcome.flags == 0x2 and outcome.hello is not None and not outcome.replies
     features = outcome.hello["events"][0]["event"]["requested_simulation_features"]
     assert features == requested_features(dynamic_jobs=True)
 
@@ -176,9 +194,11 @@ def test_a_classified_init_asks_batsim_for_dynamic_jobs(
 def test_an_unknown_setting_fails_the_init_with_one_line(
     driver: Path, library: Path, tmp_path: Path
 ) -> None:
-    outcome = run_driver(driver, library, '{"polcy": "spf"}', batsim_frames("fcfs_small"), tmp_path)
-    assert outcome.code == 10  # batsim_edc_init returned non-zero
-    assert outcome.stderr.strip().splitlines() == [
+    code, stderr, outcome = run_driver(
+        driver, library, '{"polcy": "spf"}', batsim_frames("fcfs_small"), tmp_path
+    )
+    assert code == 10  # batsim_edc_init returned non-zero
+    assert stderr.strip().splitlines() == [
         "batsched-ml: error: the init string: unknown key(s) polcy (known: "
         + ", ".join(edc._KINDS)
         + ")"
@@ -190,9 +210,11 @@ def test_a_broken_message_fails_the_call_with_one_line(
     driver: Path, library: Path, tmp_path: Path
 ) -> None:
     frames = batsim_frames("fcfs_small")
-    outcome = run_driver(driver, library, "", [frames[0], b'{"now": 1.0, "ev\0'], tmp_path)
-    assert outcome.code == 11  # batsim_edc_take_decisions returned non-zero
-    lines = outcome.stderr.strip().splitlines()
+    code, stderr, outcome = run_driver(
+        driver, library, "", [frames[0], b'{"now": 1.0, "ev\0'], tmp_path
+    )
+    assert code == 11  # batsim_edc_take_decisions returned non-zero
+    lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("batsched-ml: error: ")
     assert "malformed JSON" in lines[0]
     assert len(outcome.replies) == 1  # the first message was answered
@@ -212,11 +234,12 @@ def test_a_completion_of_a_job_never_started_fails_the_call(
             }
         ],
     }
-    outcome = run_driver(
+    code, stderr, outcome = run_driver(
         driver, library, "", [frames[0], batsim_frame(json.dumps(completed))], tmp_path
     )
-    assert outcome.code == 11
-    lines = outcome.stderr.strip().splitlines()
+    assert code == 11
+    assert len(outcome.replies) == 1
+    lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("batsched-ml: error: ")
     assert "never started" in lines[0]
 
