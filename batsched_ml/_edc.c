@@ -17,6 +17,8 @@
  * batsched_ml imported is the one this library belongs to. If the process already runs Python,
  * that interpreter is used as it is.
  *
+ * Loaded with dlmopen (a link-map namespace of its own) CPython crashes: that load is refused.
+ *
  * The GIL: taken for each call (PyGILState_Ensure), released between calls, so that Batsim may
  * call from any thread. Python's own signal handlers are not installed (Ctrl-C stays Batsim's).
  * deinit forgets the run but leaves the interpreter up until the process ends: extension
@@ -98,6 +100,18 @@ static void find_executable(const char *library, char *out) {
     }
     if (BATSCHED_ML_PYTHON[0] != '\0' && access(BATSCHED_ML_PYTHON, X_OK) == 0)
         snprintf(out, PATH_MAX, "%s", BATSCHED_ML_PYTHON);
+}
+
+/* Whether this library was loaded into Batsim's own namespace (dlopen), not a namespace of its
+ * own (batsim --edc-library-load-method dlmopen): CPython and its extension modules crash
+ * there (a second C library and thread-local storage of their own), so that load is refused. */
+static int in_base_namespace(const char *library) {
+    Lmid_t namespace_id = LM_ID_BASE;
+    void *self = dlopen(library, RTLD_LAZY | RTLD_NOLOAD);
+    if (self == NULL) return 0;
+    int found = dlinfo(self, RTLD_DI_LMID, &namespace_id) == 0;
+    dlclose(self);
+    return found && namespace_id == LM_ID_BASE;
 }
 
 /* libpython's symbols made global: extension modules (numpy, ...) are not linked with
@@ -213,6 +227,11 @@ EXPORT uint8_t batsim_edc_init(const uint8_t *init_data, uint32_t init_size, uin
     char library[PATH_MAX];
     if (own_path(library) != 0) {
         fail("cannot find the path of the batsched-ml library (dladdr)");
+        return 1;
+    }
+    if (!in_base_namespace(library)) {
+        fail("the batsched-ml library runs Python and must be loaded into Batsim's own namespace: "
+             "use batsim's default --edc-library-load-method dlopen, not dlmopen");
         return 1;
     }
     if (!Py_IsInitialized() && start_python(library) != 0) return 1;

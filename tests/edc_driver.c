@@ -13,12 +13,14 @@
  * seconds spent in the library's calls (init, then all take_decisions). Exit 0 when every call
  * returned 0, else 10 + the failing call's kind (0 init, 1 take_decisions, 2 deinit), after
  * writing what came before and running no further simulation; 2 for a usage or file error, 3
- * for a loading error. */
+ * for a loading error. EDC_DRIVER_LOAD_METHOD=dlmopen loads as batsim --edc-library-load-method
+ * dlmopen does (dlmopen LM_ID_NEWLM, the same flags). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef uint8_t (*init_f)(const uint8_t *, uint32_t, uint32_t *, uint8_t **, uint32_t *);
@@ -37,7 +39,10 @@ static int put(FILE *out, const uint8_t *data, uint32_t size) {
 
 static int simulate(const char *path, const char *init_string, const char *frames_path,
                     const char *replies_path) {
-    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    const char *method = getenv("EDC_DRIVER_LOAD_METHOD");
+    void *library = method != NULL && strcmp(method, "dlmopen") == 0
+                        ? dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND)
+                        : dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (library == NULL) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 3;

@@ -102,7 +102,11 @@ def _replies(path: Path) -> tuple[int | None, list[dict[str, Any]]]:
 
 
 def run_simulations(
-    driver: Path, library: Path, runs: list[tuple[str, list[bytes]]], folder: Path
+    driver: Path,
+    library: Path,
+    runs: list[tuple[str, list[bytes]]],
+    folder: Path,
+    load_method: str = "dlopen",
 ) -> tuple[int, str, list[Outcome]]:
     """Batsim's calls through the driver, for each ``(init string, frames)`` in turn in one
     process: its exit code, its standard error and each simulation's :class:`Outcome` (those
@@ -112,6 +116,7 @@ def run_simulations(
         frames_path = frames_file(folder / f"frames{i}.bin", frames)
         arguments += [init, str(frames_path), str(folder / f"replies{i}.bin")]
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["EDC_DRIVER_LOAD_METHOD"] = load_method
     done = subprocess.run(
         [str(driver), str(library), *arguments],
         capture_output=True,
@@ -204,6 +209,23 @@ def test_an_unknown_setting_fails_the_init_with_one_line(
         + ")"
     ]
     assert outcome.flags is None
+
+
+def test_a_load_into_a_namespace_of_its_own_is_refused(
+    driver: Path, library: Path, tmp_path: Path
+) -> None:
+    """``batsim --edc-library-load-method dlmopen``: CPython would crash there; the init says
+    so in one line instead."""
+    code, stderr, outcomes = run_simulations(
+        driver, library, [("", batsim_frames("fcfs_small"))], tmp_path, load_method="dlmopen"
+    )
+    assert code == 10
+    assert stderr.strip().splitlines() == [
+        "batsched-ml: error: the batsched-ml library runs Python and must be loaded into "
+        "Batsim's own namespace: use batsim's default --edc-library-load-method dlopen, not "
+        "dlmopen"
+    ]
+    assert outcomes[0].flags is None
 
 
 def test_a_broken_message_fails_the_call_with_one_line(
