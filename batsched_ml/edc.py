@@ -38,7 +38,6 @@ from typing import Any, TypeVar
 from batsched_ml import __version__
 from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.protocol.codec_v5 import EDC_NAME, Batsim5Codec, features_for
-from batsched_ml.protocol.events import SimulationEnds
 from batsched_ml.protocol.framing_v5 import batsim_payload
 
 #: the init string's keys and the JSON kinds each takes (``run.json``'s ``config``)
@@ -103,7 +102,7 @@ def config_of_init(text: str) -> Any:
             raise ConfigError(f"the init string: {key} cannot be {json.dumps(value)}")
     if given.get("feature_mode", "online") not in FEATURE_MODES:
         raise ConfigError(
-            f"the init string: feature_mode is {', '.join(FEATURE_MODES)}, "
+            f"the init string: feature_mode is one of {', '.join(FEATURE_MODES)}, "
             f"not {given['feature_mode']!r}"
         )
     forest = dataclasses.asdict(ForestParams())
@@ -135,7 +134,6 @@ class LibraryRun:
         self.config = config_of_init(init_text)
         self.run = ServedRun(make_scheduler(self.config), self.config.as_dict())
         self.codec = Batsim5Codec(features_for(self.config), init_text)
-        self.ended = False
 
     def hello(self) -> bytes:
         """The reply to the init: one ``EDCHelloEvent`` with the features the run needs."""
@@ -145,9 +143,7 @@ class LibraryRun:
         """The JSON reply to one of Batsim's messages (``frame``: its JSON text, with or
         without the NUL Batsim ends it with)."""
         message = self.codec.from_batsim(batsim_payload(frame))
-        reply = self.codec.to_batsim(self.run.handle(message)).encode()
-        self.ended = any(isinstance(event, SimulationEnds) for event in message.events)
-        return reply
+        return self.codec.to_batsim(self.run.handle(message)).encode()
 
 
 _RUN: LibraryRun | None = None

@@ -364,7 +364,7 @@ def test_an_init_string_of_a_few_settings_takes_the_defaults_for_the_others() ->
         ('{"backfilling": "no"}', 'backfilling cannot be "no"'),
         ('{"starvation_threshold": true}', "starvation_threshold cannot be true"),
         ('{"predictor_params": "alpha=1"}', "predictor_params cannot be"),
-        ('{"feature_mode": "daily"}', "feature_mode is online, weekly"),
+        ('{"feature_mode": "daily"}', "feature_mode is one of online, weekly"),
         ('{"variant": "classification", "forest": {"trees": 3}}', "forest has no trees"),
         ('{"variant": "classification", "forest": {"n_estimators": null}}', "n_estimators"),
         ('{"variant": "classification", "forest": {"n_estimators": 2.5}}', "n_estimators"),
