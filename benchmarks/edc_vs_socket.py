@@ -165,14 +165,18 @@ def main() -> None:
             results.setdefault("library", []).append(library(driver, run_folder, frames))
             results.setdefault("socket", []).append(over_socket(client, run_folder, frames))
             results.setdefault("in-process", []).append(in_process(frames))
-    print(f"{CASE}: {len(frames)} Batsim messages, median of {args.repeat} runs")
-    print(f"{'mode':<12} {'messages s':>10} {'per message us':>15} {'start s':>8}")
+    print(f"{CASE}: {len(frames)} Batsim messages, median of {args.repeat} runs (min-max)")
+    print(f"{'mode':<12} {'messages s':>18} {'per message us':>15} {'start s':>8}")
     medians = {}
     for mode, runs in results.items():
-        take = statistics.median(r[0] for r in runs)
+        takes = [r[0] for r in runs]
+        take = statistics.median(takes)
         start = statistics.median(r[1] for r in runs)
         medians[mode] = take
-        print(f"{mode:<12} {take:>10.3f} {take / len(frames) * 1e6:>15.1f} {start:>8.2f}")
+        spread = f"({min(takes):.3f}-{max(takes):.3f})"
+        print(
+            f"{mode:<12} {take:>6.3f} {spread:>11} {take / len(frames) * 1e6:>15.1f} {start:>8.2f}"
+        )
     saved = medians["socket"] - medians["library"]
     print(
         f"socket / library: {medians['socket'] / medians['library']:.2f} "
