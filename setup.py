@@ -1,7 +1,8 @@
 """The compiled parts, built from source at install: the SimGrid kernel
 (``batsched_ml.sim._ckernel``), the compiled simulator of static workloads
-(``batsched_ml.sim._csim``), the forest's walk (``batsched_ml.predict._cforest``) and the
-forest's grower (``batsched_ml.predict._cgrow``).
+(``batsched_ml.sim._csim``), the forest's walk (``batsched_ml.predict._cforest``), the
+forest's grower (``batsched_ml.predict._cgrow``) and Batsim 5's decision-component library
+(``batsched_ml._edc``, which embeds Python: built only where libpython is a shared library).
 
 Everything else about the package is in pyproject.toml. The extensions are optional: without a
 C compiler the install goes on and their references run (``batsched_ml.sim.simgrid.Kernel``, the
@@ -11,6 +12,8 @@ which give the same results, more slowly (batsched_ml/compiled.py).
 """
 
 import importlib.util
+import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -49,11 +52,29 @@ def extension(name: str, source: str) -> Extension:
     )
 
 
+def edc_library() -> list[Extension]:
+    # a shared library that Batsim 5 loads (dlopen) and that starts Python itself: linked
+    # with libpython (rpath to it), so only where Python was built with --enable-shared; the
+    # interpreter building it is the one whose packages it uses in an editable install
+    # (batsched_ml/_edc.c says how it finds them once installed)
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        return []
+    libdir = sysconfig.get_config_var("LIBDIR")
+    python = sys.executable.replace("\\", "\\\\").replace('"', '\\"')
+    library = extension("batsched_ml._edc", "batsched_ml/_edc.c")
+    library.define_macros.append(("BATSCHED_ML_PYTHON", f'"{python}"'))
+    library.libraries += [f"python{sysconfig.get_config_var('LDVERSION')}", "dl"]
+    library.library_dirs.append(libdir)
+    library.runtime_library_dirs.append(libdir)
+    return [library]
+
+
 setup(
     ext_modules=[
         extension("batsched_ml.sim._ckernel", "batsched_ml/sim/_ckernel.c"),
         extension("batsched_ml.sim._csim", "batsched_ml/sim/_csim.c"),
         extension("batsched_ml.predict._cforest", "batsched_ml/predict/_cforest.c"),
         extension("batsched_ml.predict._cgrow", "batsched_ml/predict/_cgrow.c"),
+        *edc_library(),
     ]
 )

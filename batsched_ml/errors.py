@@ -4,7 +4,8 @@ in batsched-ml and keeps its traceback.
 
 Exit statuses of the command line: 0 done; 1 a run failed or a peer went silent; 2 a user
 error; 66 an input named in a campaign is missing (:class:`InputMissing`, sysexits'
-EX_NOINPUT); 70 a bug (EX_SOFTWARE); 73 an output folder that holds a run and must not be
+EX_NOINPUT); 69 an optional compiled part a command needs is not built (:class:`NotBuilt`,
+EX_UNAVAILABLE); 70 a bug (EX_SOFTWARE); 73 an output folder that holds a run and must not be
 written into (:class:`OutputHoldsRun`, EX_CANTCREAT); 130 / 143 interrupted (SIGINT / SIGTERM);
 141 the reader of standard output went away (``| head``: quiet, as a process that SIGPIPE
 ends).
@@ -39,6 +40,14 @@ class OutputHoldsRun(UserError, ValueError):
     (exit 73, EX_CANTCREAT)."""
 
     exit_code = 73
+
+
+class NotBuilt(UserError):
+    """An optional compiled part that a command cannot do without was not built at install
+    (no C compiler, no shared libpython) or was built from another source: ``batsched-ml
+    edc-library`` and Batsim 5's library (exit 69, EX_UNAVAILABLE)."""
+
+    exit_code = 69
 
 
 class TransportError(RuntimeError):

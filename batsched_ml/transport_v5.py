@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import zmq
 
 from batsched_ml import __version__
 from batsched_ml.errors import TransportError
 from batsched_ml.protocol.codec import ProtocolError, dump_message, parse_message
-from batsched_ml.protocol.codec_v5 import Batsim5Codec, requested_features
+from batsched_ml.protocol.codec_v5 import EDC_NAME as EDC_NAME
+from batsched_ml.protocol.codec_v5 import Batsim5Codec
+from batsched_ml.protocol.codec_v5 import features_for as features_for
 from batsched_ml.protocol.events import Message, SimulationEnds
 from batsched_ml.protocol.framing_v5 import (
     batsim_payload,
@@ -30,17 +31,6 @@ from batsched_ml.transport import bind_rep
 from batsched_ml.transport import serve as serve_v4
 
 PROTOCOLS = ("auto", "4", "5")
-EDC_NAME = "batsched-ml"
-
-
-def features_for(config: Any) -> dict[str, bool]:
-    """What a scheduler built from ``config`` (a :class:`~batsched_ml.replaying.ReplayConfig`)
-    asks of Batsim 5: dynamic jobs for the classified variants (as Batsim 4 is started with
-    ``--enable-dynamic-jobs --acknowledge-dynamic-jobs`` for them), the workload's profiles
-    when the scheduler reads them (the classified variants, the clairvoyant runtimes), nothing
-    otherwise."""
-    reads_profiles = config.variant == "runtime-clairvoyant" or config.predictor == "actual"
-    return requested_features(dynamic_jobs=config.classified, profiles=reads_profiles)
 
 
 def _receive(socket: zmq.Socket[bytes], timeout: float | None) -> bytes:

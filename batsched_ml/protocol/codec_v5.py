@@ -162,6 +162,20 @@ def requested_features(*, dynamic_jobs: bool = False, profiles: bool = False) ->
     return features
 
 
+#: the EDC name the hello gives (socket and library mode alike)
+EDC_NAME = "batsched-ml"
+
+
+def features_for(config: Any) -> dict[str, bool]:
+    """What a scheduler built from ``config`` (a :class:`~batsched_ml.replaying.ReplayConfig`)
+    asks of Batsim 5: dynamic jobs for the classified variants (as Batsim 4 is started with
+    ``--enable-dynamic-jobs --acknowledge-dynamic-jobs`` for them), the workload's profiles
+    when the scheduler reads them (the classified variants, the clairvoyant runtimes), nothing
+    otherwise."""
+    reads_profiles = config.variant == "runtime-clairvoyant" or config.predictor == "actual"
+    return requested_features(dynamic_jobs=config.classified, profiles=reads_profiles)
+
+
 def call_time(when: float) -> int:
     """The whole second of a ``CallMeLaterEvent`` for a call wanted at ``when``: Batsim 5 takes
     an unsigned integer, so the time is rounded *up*, and a call never comes before the
