@@ -48,10 +48,15 @@ CORRECTIONS: tuple[str, ...] = ("none", "simple", "power")
 
 #: ``--dispatcher``: EASY backfilling with the ``--policy`` order, or the dispatchers of
 #: Galleguillos et al.: shortest / longest predicted runtime first (no backfilling), PRB (urgency
-#: order, every job that fits starts) and CPH (a CP-SAT plan of the urgent jobs).
-DISPATCHERS: tuple[str, ...] = ("easy", "sjf", "ljf", "prb", "cph")
+#: order, every job that fits starts) and CPH (a CP-SAT plan of the urgent jobs), or EASY with
+#: probabilistic backfilling (Nissimov and Feitelson), in the ``--policy`` order too.
+DISPATCHERS: tuple[str, ...] = ("easy", "sjf", "ljf", "prb", "cph", "probabilistic")
 
-#: How each dispatcher other than EASY orders the queue (for the messages that say so).
+#: The dispatchers of Galleguillos et al.'s predictor x dispatcher study (the related-work page).
+RELATED_DISPATCHERS: tuple[str, ...] = ("easy", "sjf", "ljf", "prb", "cph")
+
+#: How each dispatcher that orders the queue itself does it (for the messages that say so); the
+#: others (easy, probabilistic) take ``--policy``'s order.
 DISPATCHER_ORDERS: dict[str, str] = {
     "sjf": "shortest predicted runtime first",
     "ljf": "longest predicted runtime first",

@@ -10,6 +10,11 @@ pass does what EASY (Lifka, 1995) does:
 3. every later job that fits now starts if it does not delay that reservation: it is expected to
    end by the shadow time, or it uses no more than the extra machines (which it then consumes).
 
+The probabilistic dispatcher (:mod:`.probabilistic`) adds a fourth way, on the same pass: a job
+that passes neither test may still start when the chance that it outlives the shadow time (its
+``risk``) fits what is left of the pass's risk budget, which it then consumes; such a job may
+delay the head (see that module).
+
 Expected ends come from the runtime estimate (requested time by default). A running job that has
 outlived its estimate is expected to end *now*: the reservation then cannot be pushed later by
 anything that is backfilled, since a backfilled job must either end by ``now`` (impossible) or
@@ -26,7 +31,7 @@ This is the only EASY: every run, whichever simulator plays Batsim, is decided h
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -41,11 +46,13 @@ class Candidate(Protocol):
 @dataclass(slots=True)
 class Reservation:
     """The reservation of one pass: ``head`` may start at ``shadow`` at the latest (if the
-    estimates hold), with ``extra`` machines to spare at that time."""
+    estimates hold), with ``extra`` machines to spare at that time. ``gambled``: the jobs the
+    pass started on their risk (the probabilistic dispatcher), which may delay ``head``."""
 
     head: Candidate
     shadow: float
     extra: int
+    gambled: int = 0
 
 
 def reservation_for(
@@ -72,6 +79,10 @@ def reservation_for(
 
 C = TypeVar("C", bound=Candidate)
 
+#: Rounding allowed when risks are summed against the budget: three risks of 0.1 fit a budget of
+#: 0.3 (whose float differences would otherwise leave 0.09999999999999998 for the third).
+RISK_TOLERANCE = 1e-9
+
 
 def greedy_allocation(queue: Sequence[C], free: MachineSet) -> list[tuple[C, Runs]]:
     """PRB's allocation: in queue order, every job that fits gets the lowest-numbered free
@@ -96,6 +107,8 @@ def easy_pass(
     backfilling: bool = True,
     shortest_first: bool = False,
     greedy: bool = False,
+    risk: Callable[[C, float], float] | None = None,
+    budget: float = 0.0,
 ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
     """One EASY pass. Returns the jobs to start with their machines (taken from ``free``), in
     start order, and the reservation made (``None`` if the whole queue started). With
@@ -103,7 +116,11 @@ def easy_pass(
     reservation. With ``shortest_first`` the jobs behind the head are tried for backfilling in
     order of their estimate, shortest first, queue order among equals (SJBF, as EASY++ does).
     With ``greedy`` every job that fits starts, in queue order, and nothing is reserved (the PRB
-    dispatcher's allocation)."""
+    dispatcher's allocation). With ``risk``, a job behind the head that fits now but passes
+    neither of EASY's tests starts when ``risk(job, shadow - now)`` (the chance that it runs
+    longer than that) is at most what is left of ``budget``, and uses that much of it: the
+    chance that the pass's risky starts delay the head stays within ``budget`` (a union
+    bound)."""
     if greedy:
         return greedy_allocation(queue, free), None
     started: list[tuple[C, Runs]] = []
@@ -141,6 +158,9 @@ def easy_pass(
             pass
         elif res <= extra:
             extra -= res
+        elif risk is not None and (chance := risk(job, shadow - now)) <= budget + RISK_TOLERANCE:
+            budget -= chance
+            reservation.gambled += 1
         else:
             continue
         started.append((job, take(res)))
