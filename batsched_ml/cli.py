@@ -268,14 +268,18 @@ def _add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         "predicted runtime first, no backfilling; prb: urgency (wait / expected wait of the "
         "job's queue) first, ties by demand, every job that fits starts; cph: a CP-SAT plan "
         "of the 32 most urgent jobs minimising their total wait, then PRB's allocation "
-        "(Galleguillos et al.)",
+        "(Galleguillos et al.); probabilistic: EASY that also backfills a job whose runtime, by "
+        "its user's history, probably ends before the reservation (Nissimov and Feitelson)",
     )
     parser.add_argument(
         "--dispatcher-option",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a parameter of the cph dispatcher's planner: window (jobs the CP model "
+        help="a parameter of the probabilistic dispatcher: epsilon (the chance a pass may take "
+        "of delaying the queue head, default 0.1), min_history (a user's finished jobs before "
+        "its own distribution is used, default 5), window (finished jobs kept, default 100); "
+        "or of the cph dispatcher's planner: window (jobs the CP model "
         "schedules, default 32), budget (CP-SAT deterministic time per decision, default "
         "0.001), wall_limit (a wall-clock cap in seconds per decision, default none: a capped "
         "decision depends on the machine's load, so the run warns), random_state (repeatable)",

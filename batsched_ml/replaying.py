@@ -120,10 +120,9 @@ class ReplayConfig:
                 "the probabilistic dispatcher does not go with the runtime-clairvoyant variant "
                 "(it backfills on a runtime distribution; the variant knows the runtimes)"
             )
-        if self.predictor != "requested" or self.predictor_params:
-            option = "--predictor-option" if self.predictor == "requested" else "--predictor"
+        if self.predictor != "requested":  # its options (a job without walltime) apply
             raise ConfigError(
-                f"{option} does not go with the probabilistic dispatcher, "
+                f"--predictor {self.predictor} does not go with the probabilistic dispatcher, "
                 "which plans with requested times and its own runtime distribution"
             )
         if not self.backfilling:

@@ -107,7 +107,7 @@ class Probabilistic(Component):
 
     name = "probabilistic"
 
-    def __init__(self, epsilon: float = 0.1, min_history: int = 5, window: int = 20) -> None:
+    def __init__(self, epsilon: float = 0.1, min_history: int = 5, window: int = 100) -> None:
         if not 0.0 <= epsilon < 1.0:
             raise ValueError(f"epsilon must be in [0, 1), not {epsilon}")
         if min_history < 1:
