@@ -7,7 +7,8 @@
     python benchmarks/probabilistic_study.py page    # the tables of docs/probabilistic-backfilling.md
 
 ``tune`` and ``study`` write ``benchmarks/results/probabilistic-{tune,study}.json``; ``page``
-reads them and writes the tables between the page's markers, so that every figure of the page
+reads them and ``option-cost.json`` (``benchmarks/option_cost.py``) and writes the tables
+between the page's markers, so that every figure of the page
 is one these runs measured. Replays run one after the other (the machine is shared).
 
 Besides the mean bounded slowdown and the waits, each run counts the *delayed heads*: jobs that
@@ -47,6 +48,8 @@ POLICIES = ["fcfs", "spf"]
 #: the study's probabilistic settings: the default and a bolder epsilon
 STUDY = [{}, {"epsilon": 0.3}]
 COPIES = 3
+#: the probabilistic dispatcher's parameters, recorded with each run
+SETTINGS = ("epsilon", "min_history", "window")
 
 
 def one_run(workload: dict[str, Any], policy: str, dispatcher: str, params: dict) -> dict:
@@ -65,7 +68,10 @@ def one_run(workload: dict[str, Any], policy: str, dispatcher: str, params: dict
     starts = dict(zip(table["job_id"], table["starting_time"], strict=True))
     late = [starts[job] - shadow for job, shadow in first_shadow.items() if job in starts]
     delays = [d for d in late if d > 1e-6]
+    dispatcher_made = result.scheduler.dispatcher
+    settings = {k: getattr(dispatcher_made, k) for k in SETTINGS if hasattr(dispatcher_made, k)}
     return {
+        "settings": settings,  # every parameter in force, defaults included
         "mean_bsld": summary["mean_bsld"],
         "mean_wait": summary["mean_wait"],
         "max_wait": summary["max_wait"],
@@ -92,7 +98,7 @@ def tune() -> None:
         ("probabilistic", {"epsilon": 0.1, "min_history": m, "window": w})
         for m in (2, 5, 10)
         for w in (10, 20, 100)
-        if w >= m and (m, w) != (5, 20)
+        if w >= m and (m, w) != (5, 100)  # (5, 100): the defaults, above
     ]
     rows = []
     for policy in POLICIES:
@@ -120,10 +126,16 @@ def study() -> None:
     save("study", rows)
 
 
-def _label(dispatcher: str, params: dict) -> str:
+def _label(dispatcher: str, settings: dict, shown: tuple[str, ...] = SETTINGS) -> str:
     if dispatcher == "easy":
         return "EASY"
-    return "probabilistic, " + (", ".join(f"{k}={v}" for k, v in params.items()) or "defaults")
+    return "probabilistic, " + ", ".join(f"{k}={settings[k]}" for k in shown)
+
+
+def _short(trace: str) -> str:
+    """``HPC2N-2002-2.2-cln``: ``HPC2N``; ``KTH-SP2-1996-2.1-cln``: ``KTH-SP2``."""
+    parts = trace.split("-")
+    return "-".join(parts[: next(i for i, p in enumerate(parts) if p[:1].isdigit())])
 
 
 def tune_table(rows: list[dict]) -> list[str]:
@@ -134,7 +146,7 @@ def tune_table(rows: list[dict]) -> list[str]:
     ]
     for row in rows:
         lines.append(
-            f"| {row['policy'].upper()} | {_label(row['dispatcher'], row['params'])} "
+            f"| {row['policy'].upper()} | {_label(row['dispatcher'], row['settings'])} "
             f"| {row['mean_bsld']:.2f} | {row['max_wait'] / 3600:.1f} | {row['risky_starts']} "
             f"| {row['heads_delayed']} |"
         )
@@ -151,7 +163,8 @@ def study_table(rows: list[dict]) -> list[str]:
     ]
     frame = pd.DataFrame(rows)
     frame["label"] = [
-        _label(d, p) for d, p in zip(frame["dispatcher"], frame["params"], strict=True)
+        _label(d, p, ("epsilon",))
+        for d, p in zip(frame["dispatcher"], frame["settings"], strict=True)
     ]
     for trace in TRACES:
         for policy in POLICIES:
@@ -170,18 +183,54 @@ def study_table(rows: list[dict]) -> list[str]:
                 risky = estimate(list(runs["risky_starts"] / runs["jobs"]))
                 heads = estimate(list(runs["heads_delayed"].astype(float)))
                 delay = runs["max_head_delay"].max() / 3600
+                gain = "-" if label == "EASY" else estimate(gains).text(100, 1)
                 lines.append(
-                    f"| {trace.split('-')[0]}-{trace.split('-')[1]} | {policy.upper()} | {label} "
-                    f"| {bsld.text(1, 2)} | {estimate(gains).text(100, 1)} | {wait.text(1, 0)} "
-                    f"| {risky.text(100, 1)} | {heads.text(1, 0)} | {delay:.1f} |"
+                    f"| {_short(trace)} | {policy.upper()} | {label} | {bsld.text(1, 2)} "
+                    f"| {gain} | {wait.text(1, 0)} | {risky.text(100, 1)} | {heads.text(1, 0)} "
+                    f"| {delay:.1f} |"
                 )
+    others = {
+        (row["settings"]["min_history"], row["settings"]["window"])
+        for row in rows
+        if row["dispatcher"] != "easy"
+    }
+    (min_history, window), *more = sorted(others)
+    if more:
+        raise SystemExit(f"the study mixes min_history and window settings: {sorted(others)}")
+    copies = frame.groupby(["trace", "policy", "label"])["copy"].nunique()
+    lines += [
+        "",
+        f"The probabilistic runs: min_history={min_history}, window={window}; "
+        f"{copies.min()} copies of each trace.",
+    ]
+    return lines
+
+
+def cost_table(result: dict) -> list[str]:
+    lines = [
+        f"{_short(result['trace'])}, FCFS, median of {result['repeats']}:",
+        "",
+        "| option | dispatcher (µs per job) | ratio to EASY | whole replay (µs per job) "
+        "| ratio to EASY |",
+        "|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['option']} | {row['dispatcher_us']:.1f} | {row['dispatcher_ratio']:.2f} "
+            f"| {row['replay_us']:.1f} | {row['replay_ratio']:.2f} |"
+        )
     return lines
 
 
 def page() -> None:
     text = PAGE.read_text()
-    for name, render in (("tune", tune_table), ("study", study_table)):
-        rows = json.loads((RESULTS / f"probabilistic-{name}.json").read_text())
+    sources = {
+        "tune": (RESULTS / "probabilistic-tune.json", tune_table),
+        "study": (RESULTS / "probabilistic-study.json", study_table),
+        "cost": (RESULTS / "option-cost.json", cost_table),
+    }
+    for name, (path, render) in sources.items():
+        rows = json.loads(path.read_text())
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         head, rest = text.split(begin)
         _old, tail = rest.split(end)

@@ -29,10 +29,15 @@ distribution learns online from finished jobs only (a completion, with its runti
 the scheduler killed (the classified variants' safeguard) says nothing of the job's runtime and
 is not learned from, as with the predictors.
 
-The paper's full text was not available to this project when this was written, so this is the
-formulation summarised above: the probability is computed for the candidate's runtime against
-EASY's shadow time, the running jobs kept at their requested times (the paper also treats their
-remaining runtimes as distributions, which would move the shadow time earlier).
+The paper's text was not available to this project; this is the formulation above, EASY's
+structure with one probability per candidate. A public simulator implementation of the method
+(the probabilistic EASY scheduler of the pyss simulator) goes further: per-user distributions of
+runtimes (not ratios) in power-of-two bins over the last 150 jobs, the running jobs' remaining
+runtimes as distributions too (conditioned on how long they have run), and, instead of a
+shadow time, the expected probability that the candidate is the job whose machines the head
+lacks, summed over the candidate's possible ends, against a threshold of 0.2. That costs a
+dynamic programme over the running jobs and processors per candidate and time bin; the
+formulation here costs one bisection per candidate.
 
 Semantics, the method's trade-off. Nothing here changes when a job ends: Batsim kills a job only
 at its walltime, which the dispatcher never shortens. What it gives up is EASY's guarantee to the
