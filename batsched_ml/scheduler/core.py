@@ -13,7 +13,8 @@ The scheduler is made of parts, each an object (no flags):
 ``policy``        the queue order (:mod:`.policies`: ``key(job, now)``, ``dynamic``), plug-ins too
 ``predictor``     the runtime each job plans with (:mod:`.predictors`: ``estimate``, ``observe``)
 ``dispatcher``    which jobs start now (:mod:`.dispatchers`: ``decide(...)``): EASY, list
-                  scheduling (sjf, ljf), PRB's greedy allocation, CPH's plan
+                  scheduling (sjf, ljf), PRB's greedy allocation, CPH's plan, probabilistic
+                  backfilling (:mod:`.probabilistic`, also a component: it learns)
 ``correction``    extends the estimate of a running job that outlives it (:mod:`.correction`)
 ``components``    :class:`Component` objects attached through the named hooks below: the job-size
                   classifier and the kill-and-resubmit safeguard (:mod:`.classified`)
