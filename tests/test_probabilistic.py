@@ -364,3 +364,30 @@ def test_on_a_kth_slice_it_trades_head_delays_for_backfills_and_kills_nothing(
 
     assert states(result) == states(easy)
     assert len(states(result)) == 2000
+
+
+@pytest.mark.long
+def test_the_pages_kth_figures_come_from_this_code(kth_workload: dict) -> None:
+    """The study's KTH-SP2 rows (the trace itself, FCFS and SPF, the defaults) replayed again:
+    the page's figures are this dispatcher's, not an older one's."""
+    from batsched_ml.metrics import summarize
+
+    root = Path(__file__).resolve().parents[1]
+    rows = json.loads((root / "benchmarks/results/probabilistic-study.json").read_text())
+    for policy in ("fcfs", "spf"):
+        (row,) = [
+            r
+            for r in rows
+            if r["trace"].startswith("KTH-SP2")
+            and r["copy"] == 0
+            and r["policy"] == policy
+            and r["dispatcher"] == "probabilistic"
+            and not r["params"]
+        ]
+        result = run_replay(kth_workload, ReplayConfig(policy=policy, dispatcher="probabilistic"))
+        table = pd.read_csv(
+            io.StringIO(HEADER + "\n" + "\n".join(result.rows) + "\n"), dtype={"job_id": str}
+        )
+        summary = summarize(table, nb_machines=int(kth_workload["nb_res"]))
+        assert (summary["mean_bsld"], summary["max_wait"]) == (row["mean_bsld"], row["max_wait"])
+        assert result.scheduler.dispatcher.risky_starts == row["risky_starts"]
