@@ -34,9 +34,10 @@ run on N copies of its trace: copy 0 the trace itself, copy k > 0 the trace shak
 (Tsafrir et al.'s input shaking: each submission moved by up to ``shake_seconds``), in folders
 ending ``-copyK``; the closing-the-gap table (:mod:`batsched_ml.report.gap`) pairs the runs of
 one copy. Every combination of the grid that the run configuration accepts runs (one
-``ReplayConfig`` validation decides, none written here). Predictors, corrections and
-dispatchers other than the defaults run with the ``base`` variant (and dispatchers other than
-``easy`` with ``fcfs``) only; their names extend the folder name (``fcfs-base-su-power-cph``).
+``ReplayConfig`` validation decides, none written here); dispatchers that order the queue
+themselves (sjf, ljf, prb, cph), for example, run with ``fcfs`` only. The names of predictors,
+corrections and dispatchers other than the defaults extend the folder name
+(``fcfs-base-su-power-cph``).
 Options go with the predictors and dispatchers that take them, each ``key=value`` after its
 owner's name (``fcfs-base-su-alpha=1.5-cph-window=64``); runs without options keep their
 folders. Classifier options go with the classified variants (``class-clairvoyant``: only

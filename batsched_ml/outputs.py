@@ -154,6 +154,9 @@ def write_replay(
     }
     if workload.get("shaking"):  # a shaken copy of the trace (workload/shake.py)
         summary["shaking"] = workload["shaking"]
+    risky = getattr(scheduler.dispatcher, "risky_starts", None)
+    if risky is not None:  # the probabilistic dispatcher: jobs started on their risk
+        summary["risky_starts"] = risky
     skipped = (workload.get("cleaning") or {}).get("skipped_lines")
     if skipped:  # --lenient: the malformed lines left out of the trace
         summary["skipped_lines"] = skipped

@@ -59,7 +59,8 @@ CORRECTIONS: dict[str, str] = {
 }
 
 #: ``--dispatcher``: EASY backfilling with the ``--policy`` order, or the dispatchers of
-#: Galleguillos et al.
+#: Galleguillos et al., or EASY with probabilistic backfilling (Nissimov and Feitelson), in the
+#: ``--policy`` order too.
 DISPATCHERS: dict[str, str] = {
     "easy": "EASY backfilling in the --policy order",
     "sjf": "shortest predicted runtime first, no backfilling",
@@ -68,9 +69,15 @@ DISPATCHERS: dict[str, str] = {
     "job that fits starts",
     "cph": "a CP-SAT plan of the 32 most urgent jobs minimising their total wait, then PRB's "
     "allocation",
+    "probabilistic": "EASY that also backfills a job whose runtime, by its user's history, "
+    "probably ends before the reservation (Nissimov and Feitelson)",
 }
 
-#: How each dispatcher other than EASY orders the queue (for the messages that say so).
+#: The dispatchers of Galleguillos et al.'s predictor x dispatcher study (the related-work page).
+RELATED_DISPATCHERS: tuple[str, ...] = ("easy", "sjf", "ljf", "prb", "cph")
+
+#: How each dispatcher that orders the queue itself does it (for the messages that say so); the
+#: others (easy, probabilistic) take ``--policy``'s order.
 DISPATCHER_ORDERS: dict[str, str] = {
     "sjf": "shortest predicted runtime first",
     "ljf": "longest predicted runtime first",

@@ -72,8 +72,9 @@ class ReplayConfig:
         Every predictor x correction x dispatcher x variant runs (see
         :mod:`batsched_ml.scheduler.classified` for classes with a predictor), except what
         contradicts itself: a predictor (or its options) with ``runtime-clairvoyant``, whose
-        predictor is the actual runtime, and a ``--policy`` other than fcfs with a dispatcher
-        that orders the queue itself."""
+        predictor is the actual runtime, a ``--policy`` other than fcfs with a dispatcher
+        that orders the queue itself, and the probabilistic dispatcher with anything but the
+        requested time planned with and backfilling on (:meth:`_check_probabilistic`)."""
         if self.variant not in registry.VARIANTS:
             raise ConfigError(
                 f"unknown variant {self.variant!r} (choose from {', '.join(registry.VARIANTS)})"
@@ -101,11 +102,33 @@ class ReplayConfig:
             object.__setattr__(self, "dispatcher_params", typed)
         if self.classifier_params:
             self._check_classifier_params()
-        if self.dispatcher != "easy" and self.policy != "fcfs":
+        if self.dispatcher == "probabilistic":
+            self._check_probabilistic()
+        if self.dispatcher in registry.DISPATCHER_ORDERS and self.policy != "fcfs":
             raise ConfigError(
                 f"the {self.dispatcher} dispatcher orders the queue itself "
                 f"({registry.DISPATCHER_ORDERS[self.dispatcher]}); --policy {self.policy} goes "
                 "with the easy dispatcher"
+            )
+
+    def _check_probabilistic(self) -> None:
+        """The probabilistic dispatcher plans with requested times and its own runtime
+        distribution (:mod:`batsched_ml.scheduler.probabilistic`): what would replace either,
+        or turn its backfilling off, is refused rather than silently mixed in."""
+        if self.variant == "runtime-clairvoyant":
+            raise ConfigError(
+                "the probabilistic dispatcher does not go with the runtime-clairvoyant variant "
+                "(it backfills on a runtime distribution; the variant knows the runtimes)"
+            )
+        if self.predictor != "requested":  # its options (a job without walltime) apply
+            raise ConfigError(
+                f"--predictor {self.predictor} does not go with the probabilistic dispatcher, "
+                "which plans with requested times and its own runtime distribution"
+            )
+        if not self.backfilling:
+            raise ConfigError(
+                "--no-backfilling does not go with the probabilistic dispatcher (a way of "
+                "backfilling)"
             )
 
     def _check_classifier_params(self) -> None:

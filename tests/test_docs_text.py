@@ -58,6 +58,7 @@ TERMS: dict[str, str] = {
     "walltime correction": "walltime-correction",
     "ceiling": "ceiling",
     "starvation threshold": "starvation-threshold",
+    "probabilistic backfilling": "probabilistic-backfilling",
 }
 
 #: hash-like tokens that are example outputs, not commits: (file, token, why)

@@ -156,7 +156,10 @@ def add_scheduler_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a parameter of the cph dispatcher's planner: window (jobs the CP model "
+        help="a parameter of the probabilistic dispatcher: epsilon (the chance a pass may take "
+        "of delaying the queue head, default 0.1), min_history (a user's finished jobs before "
+        "its own distribution is used, default 5), window (finished jobs kept, default 100); "
+        "or of the cph dispatcher's planner: window (jobs the CP model "
         "schedules, default 32), budget (CP-SAT deterministic time per decision, default "
         "0.001), wall_limit (a wall-clock cap in seconds per decision, default none: a capped "
         "decision depends on the machine's load, so the run warns), random_state (repeatable)",

@@ -24,7 +24,7 @@ from batsched_ml.campaign import (
     result_row,
     spec_of_row,
 )
-from batsched_ml.registry import CORRECTIONS, DISPATCHERS
+from batsched_ml.registry import CORRECTIONS, RELATED_DISPATCHERS
 from batsched_ml.scheduler.predictors import PREDICTORS as BUILTIN
 
 PREDICTORS = tuple(BUILTIN)  # the page's rows, in the command line's order
@@ -141,10 +141,10 @@ def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
                         fmt,
                         **_base(predictor=predictor, correction="none", dispatcher=d),
                     )
-                    for d in DISPATCHERS
+                    for d in RELATED_DISPATCHERS
                 ]
             )
-        out += [*_markdown(["predictor", *DISPATCHERS], rows), ""]
+        out += [*_markdown(["predictor", *RELATED_DISPATCHERS], rows), ""]
 
     out += [
         "**Walltime correction** under EASY (Rubio et al.): mean bounded slowdown / mean wait (s)"

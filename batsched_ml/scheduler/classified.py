@@ -83,6 +83,7 @@ from batsched_ml.scheduler.core import (
     RunningJob,
     SchedulerError,
     WaitingJob,
+    cut_short,
 )
 from batsched_ml.scheduler.correction import Correction
 from batsched_ml.scheduler.dispatchers import Dispatcher
@@ -502,7 +503,7 @@ class Classifier(Component):
         return []
 
     def on_completed(self, running: RunningJob, event: JobCompleted, now: float) -> None:
-        if running.killed and event.job_state == "COMPLETED_KILLED":
+        if cut_short(running, event):
             return  # the safeguard resubmits it when JOB_KILLED arrives
         original = self.origin_of.get(event.job_id, event.job_id)
         info = self.logical.pop(original, None)

@@ -13,7 +13,8 @@ The scheduler is made of parts, each an object (no flags):
 ``policy``        the queue order (:mod:`.policies`: ``key(job, now)``, ``dynamic``), plug-ins too
 ``predictor``     the runtime each job plans with (:mod:`.predictors`: ``estimate``, ``observe``)
 ``dispatcher``    which jobs start now (:mod:`.dispatchers`: ``decide(...)``): EASY, list
-                  scheduling (sjf, ljf), PRB's greedy allocation, CPH's plan
+                  scheduling (sjf, ljf), PRB's greedy allocation, CPH's plan, probabilistic
+                  backfilling (:mod:`.probabilistic`, also a component: it learns)
 ``correction``    extends the estimate of a running job that outlives it (:mod:`.correction`)
 ``components``    :class:`Component` objects attached through the named hooks below: the job-size
                   classifier and the kill-and-resubmit safeguard (:mod:`.classified`)
@@ -137,6 +138,12 @@ class RunningJob:
     killed: bool = False  # the scheduler asked Batsim to kill it
 
 
+def cut_short(running: RunningJob, event: JobCompleted) -> bool:
+    """Whether ``running`` ended because the scheduler killed it: such an attempt says nothing
+    of the job's runtime (the predictor and the probabilistic dispatcher do not learn from it)."""
+    return running.killed and event.job_state == "COMPLETED_KILLED"
+
+
 class Component:
     """A part attached to a :class:`BatchScheduler` through the named hooks of the module
     docstring. Every hook here does nothing; a component overrides those it needs (only those
@@ -216,7 +223,8 @@ class BatchScheduler:
         The runtime estimate each job plans with (default: the requested time).
     dispatcher:
         Which jobs start at a pass (default: EASY, with shortest-job backfilling when the
-        predictor asks for it, ``backfill_shortest_first``, as EASY++).
+        predictor asks for it, ``backfill_shortest_first``, as EASY++). A dispatcher that is
+        also a :class:`Component` (one that learns from finished jobs) is attached first.
     starvation_threshold:
         Seconds of waiting after which a job goes to the head of the queue; ``None`` disables.
     correction:
@@ -276,6 +284,8 @@ class BatchScheduler:
         )  # a policy that learns from waits (PRB)
         self.components: list[Component] = []
         self._hooks: dict[str, list[Callable[..., Any]]] = {name: [] for name in HOOKS}
+        if isinstance(dispatcher, Component):  # a dispatcher that learns (probabilistic)
+            self.add(dispatcher)
         for component in components:
             self.add(component)
 
@@ -476,8 +486,7 @@ class BatchScheduler:
         self.free.add(running.alloc)
         self._drop_end(running.end_entry)
         self._fresh = None
-        if not (running.killed and event.job_state == "COMPLETED_KILLED"):
-            # an attempt the scheduler cut short says nothing of the job's runtime
+        if not cut_short(running, event):
             self.predictor.observe(running.job, now - running.start)
         for hook in self._hooks["on_completed"]:
             hook(running, event, now)

@@ -18,6 +18,9 @@ Every dispatcher is an object with one method,
                           ``--no-backfilling``)
 :class:`Greedy`           PRB: every job that fits starts, in queue order, nothing is reserved
 :class:`Planned`          CPH: a CP-SAT plan of the first jobs (:mod:`.cph`)
+``Probabilistic``         EASY whose backfilling also takes a job that probably ends before
+                          the reservation (:mod:`.probabilistic`; it learns from finished
+                          jobs, so it is also a component of the scheduler)
 ========================  =====================================================================
 
 Under :class:`Greedy` and :class:`Planned` a starving queue head gets EASY's reservation (their
@@ -25,7 +28,8 @@ Under :class:`Greedy` and :class:`Planned` a starving queue head gets EASY's res
 
 The dispatchers of Galleguillos et al. come with their own queue order (:func:`order_for`):
 sjf the shortest estimate first (``spf``), ljf the longest (:data:`~.policies.LJF`), prb and cph
-by urgency (:class:`~.policies.PriorityRule`); EASY takes ``--policy``'s. A job's class rank, when
+by urgency (:class:`~.policies.PriorityRule`); EASY and the probabilistic dispatcher take
+``--policy``'s. A job's class rank, when
 jobs are classified, stays ahead of any of them (:mod:`.core`).
 """
 
@@ -47,6 +51,16 @@ Ends = Sequence[tuple[float, int, int]]
 
 #: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
 PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
+
+
+def _parameterised(name: str) -> type | None:
+    """The class whose constructor parameters ``--dispatcher-option`` sets for ``name``: the
+    planner (cph), the probabilistic dispatcher itself, or ``None``."""
+    if name == "probabilistic":
+        from batsched_ml.scheduler.probabilistic import Probabilistic  # imports the core
+
+        return Probabilistic
+    return PLANNERS.get(name)
 
 
 class Dispatcher(Protocol):
@@ -155,7 +169,9 @@ def make_dispatcher(
 
     ``backfilling`` and ``shortest_first`` configure EASY, the dispatcher itself for ``easy``,
     the fallback of a starving head for ``prb`` and ``cph``; ``params``: the planner's
-    constructor parameters (``cph``)."""
+    constructor parameters (``cph``), or the probabilistic dispatcher's (which is EASY with
+    backfilling on, its own fallback: :class:`~batsched_ml.replaying.ReplayConfig` refuses
+    it with ``backfilling=False``)."""
     if name not in registry.DISPATCHERS:
         known = ", ".join(registry.DISPATCHERS)
         raise ConfigError(f"unknown dispatcher {name!r} (choose from {known})")
@@ -166,6 +182,12 @@ def make_dispatcher(
         return ListScheduling()
     if name == "prb":
         return Greedy(easy)
+    if name == "probabilistic":
+        if not backfilling or shortest_first:
+            raise ConfigError("the probabilistic dispatcher backfills, in queue order")
+        from batsched_ml.scheduler.probabilistic import Probabilistic
+
+        return Probabilistic(**(params or {}))
     return Planned(PLANNERS[name](**(params or {})), easy)
 
 
@@ -182,10 +204,11 @@ def order_for(dispatcher: str) -> Any:
 
 def planner_kwargs(dispatcher: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` checked and typed against the planner of ``dispatcher`` (as
-    :func:`~batsched_ml.scheduler.predictors.predictor_kwargs` does for predictors), their
-    values too (the planner is built once); :class:`ConfigError` naming what is wrong."""
-    if dispatcher not in PLANNERS:
-        raise ConfigError(
-            f"the {dispatcher} dispatcher has no parameters (only {', '.join(PLANNERS)} has)"
-        )
-    return constructor_kwargs(PLANNERS[dispatcher], f"dispatcher {dispatcher}", params)
+    :func:`~batsched_ml.scheduler.predictors.predictor_kwargs` does for predictors), or the
+    probabilistic dispatcher's own parameters, their values too (the class is built once);
+    :class:`ConfigError` naming what is wrong."""
+    kind = _parameterised(dispatcher)
+    if kind is None:
+        having = ", ".join([*PLANNERS, "probabilistic"])
+        raise ConfigError(f"the {dispatcher} dispatcher has no parameters (only {having} have)")
+    return constructor_kwargs(kind, f"dispatcher {dispatcher}", params)

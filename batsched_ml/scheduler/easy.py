@@ -10,6 +10,11 @@ pass does what EASY (Lifka, 1995) does:
 3. every later job that fits now starts if it does not delay that reservation: it is expected to
    end by the shadow time, or it uses no more than the extra machines (which it then consumes).
 
+The probabilistic dispatcher (:mod:`.probabilistic`) adds a fourth way, on the same pass: a job
+that passes neither test may still start when the chance that it outlives the shadow time (its
+``risk``) fits what is left of the pass's risk budget, which it then consumes; such a job may
+delay the head (see that module).
+
 Expected ends come from the runtime estimate (requested time by default). A running job that has
 outlived its estimate is expected to end *now*: the reservation then cannot be pushed later by
 anything that is backfilled, since a backfilled job must either end by ``now`` (impossible) or
@@ -38,7 +43,7 @@ This is the only EASY: every run, whichever simulator plays Batsim, is decided h
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol, TypeVar
@@ -55,12 +60,14 @@ class Candidate(Protocol):
 class Reservation:
     """The reservation of one pass: ``head`` may start at ``shadow`` at the latest (if the
     estimates hold), with ``extra`` machines to spare at that time; ``left``: the extra
-    machines the pass's backfilled jobs did not take."""
+    machines the pass's backfilled jobs did not take. ``gambled``: the jobs the pass started on
+    their risk (the probabilistic dispatcher), which may delay ``head``."""
 
     head: Candidate
     shadow: float
     extra: int
     left: int = 0
+    gambled: int = 0
 
 
 def reservation_for(
@@ -86,6 +93,10 @@ def reservation_for(
 
 
 C = TypeVar("C", bound=Candidate)
+
+#: Rounding allowed when risks are summed against the budget: three risks of 0.1 fit a budget of
+#: 0.3 (whose float differences would otherwise leave 0.09999999999999998 for the third).
+RISK_TOLERANCE = 1e-9
 
 
 def greedy_allocation(queue: Sequence[C], free: MachineSet) -> list[tuple[C, Runs]]:
@@ -113,6 +124,8 @@ def easy_pass(
     greedy: bool = False,
     previous: Reservation | None = None,
     fresh: Sequence[C] | None = None,
+    risk: Callable[[C, float], float] | None = None,
+    budget: float = 0.0,
 ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
     """One EASY pass. Returns the jobs to start with their machines (taken from ``free``), in
     start order, and the reservation made (``None`` if the whole queue started). With
@@ -120,15 +133,20 @@ def easy_pass(
     reservation. With ``shortest_first`` the jobs behind the head are tried for backfilling in
     order of their estimate, shortest first, queue order among equals (SJBF, as EASY++ does).
     With ``greedy`` every job that fits starts, in queue order, and nothing is reserved (the PRB
-    dispatcher's allocation).
+    dispatcher's allocation). With ``risk``, a job behind the head that fits now but passes
+    neither of EASY's tests starts when ``risk(job, shadow - now)`` (the chance that it runs
+    longer than that) is at most what is left of ``budget``, and uses that much of it: the
+    chance that the pass's risky starts delay the head stays within ``budget`` (a union
+    bound).
 
     ``previous`` and ``fresh``: the reservation of the previous pass and the jobs queued since
     (in queue order), given when nothing else changed (the same free machines and expected
     ends): only those jobs are tested, if the head and the reservation are still the same
-    (see the module docstring); else the whole queue is walked."""
+    (see the module docstring); else the whole queue is walked. Not with ``risk``, whose
+    budget is the pass's own (a job refused for want of it may start at the next pass)."""
     if greedy:
         return greedy_allocation(queue, free), None
-    if backfilling and previous is not None and fresh is not None:
+    if backfilling and risk is None and previous is not None and fresh is not None:
         after = _pass_after(queue, free, ends, now, previous, fresh, shortest_first)
         if after is not None:
             return after
@@ -158,7 +176,9 @@ def easy_pass(
     behind: Iterable[C] = islice(queue, index + 1, None)
     if shortest_first:
         behind = sorted(behind, key=_estimate)  # stable: queue order among equals
-    reservation.left = _backfill(behind, free, now, shadow, extra, started)
+    reservation.left, reservation.gambled = _backfill(
+        behind, free, now, shadow, extra, started, risk, budget
+    )
     return started, reservation
 
 
@@ -173,13 +193,17 @@ def _backfill(
     shadow: float,
     extra: int,
     started: list[tuple[C, Runs]],
-) -> int:
+    risk: Callable[[C, float], float] | None = None,
+    budget: float = 0.0,
+) -> tuple[int, int]:
     """EASY's rule for the jobs behind the head, in the order given: a job that fits starts
     (appended to ``started``, its machines taken from ``free``) if it is expected to end by the
-    shadow time or uses no more than the extra machines (which it then consumes). Returns the
-    extra machines left."""
+    shadow time or uses no more than the extra machines (which it then consumes), or, with
+    ``risk``, if its risk fits what is left of ``budget`` (which it then consumes). Returns the
+    extra machines left and the number of jobs started on their risk."""
     take = free.take_lowest
     free_count = free.count
+    gambled = 0
     for job in behind:
         res = job.res
         if res > free_count:
@@ -188,13 +212,16 @@ def _backfill(
             pass
         elif res <= extra:
             extra -= res
+        elif risk is not None and (chance := risk(job, shadow - now)) <= budget + RISK_TOLERANCE:
+            budget -= chance
+            gambled += 1
         else:
             continue
         started.append((job, take(res)))
         free_count -= res
         if free_count == 0:
             break
-    return extra
+    return extra, gambled
 
 
 def _pass_after(
@@ -219,5 +246,5 @@ def _pass_after(
     started: list[tuple[C, Runs]] = []
     if free_count and fresh:
         order = sorted(fresh, key=_estimate) if shortest_first else fresh
-        reservation.left = _backfill(order, free, now, shadow, extra, started)
+        reservation.left, _ = _backfill(order, free, now, shadow, extra, started)
     return started, reservation
