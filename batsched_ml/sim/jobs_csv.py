@@ -240,14 +240,7 @@ def rejected_row_v5(
 ) -> str:
     """Batsim 5's row of a rejected job: no times, allocation, energy nor metadata."""
     requested = walltime if walltime is not None else -1.0
-    return "%s,%s,%s,%.6f,%d,%.6f,0,REJECTED,,,,,,,,," % (
-        name,
-        workload,
-        profile,
-        subtime,
-        res,
-        requested,
-    )
+    return f"{name},{workload},{profile},{subtime:.6f},{res:d},{requested:.6f},0,REJECTED,,,,,,,,,"
 
 
 def rejected_row(

@@ -57,6 +57,13 @@ from procset import ProcSet
 from batsched_ml.alloc import MachineSet, Runs, intervals_of, procset_of_runs, runs_of, size_of
 from batsched_ml.errors import UserError
 from batsched_ml.gc_control import collector_paused
+from batsched_ml.protocol.codec_v5 import (
+    JobKilledV5,
+    RequestedCallV5,
+    SimulationBeginsV5,
+    fixed,
+    profile_and_id,
+)
 from batsched_ml.protocol.events import (
     CallMeLater,
     Event,
@@ -75,15 +82,7 @@ from batsched_ml.protocol.events import (
     SimulationBegins,
     SimulationEnds,
 )
-from batsched_ml.protocol.codec_v5 import (
-    JobKilledV5,
-    RequestedCallV5,
-    SimulationBeginsV5,
-    fixed,
-    profile_and_id,
-)
 from batsched_ml.sim import jobs_csv
-from batsched_ml.workload.platform import batsim5_host_order
 from batsched_ml.sim.simgrid import (
     CREATE,
     EXCHANGE,
@@ -95,6 +94,7 @@ from batsched_ml.sim.simgrid import (
     Simcall,
     kernel_class,
 )
+from batsched_ml.workload.platform import batsim5_host_order
 
 # The kernel the simulator runs (the compiled one unless BATSCHED_ML_KERNEL=python or it is not
 # built); chosen once, at import; tests replace it to run another.
@@ -1107,8 +1107,9 @@ class BatsimSimulator:
 
     def _begins_v5(self, batsim5: Batsim5) -> SimulationBeginsV5:
         """Batsim 5's SIMULATION_BEGINS: its hosts (one core of 1 Gflops, as the exact
-        platforms have; numbered in Batsim 5's order, which only their names show), the profiles the jobs use (Batsim 5 drops the others when it loads a
-        workload) only if the EDC asked for them, Batsim's command line and version."""
+        platforms have; numbered in Batsim 5's order, which only their names show), the
+        profiles the jobs use (Batsim 5 drops the others when it loads a workload) only if the
+        EDC asked for them, Batsim's command line and version."""
         hosts = [
             {"id": i, "name": name, "pstate": 0, "pstate_count": 1, "state": "IDLE"}
             | {"properties": [], "zone_properties": [], "core_count": 1}
