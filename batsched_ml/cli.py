@@ -112,6 +112,10 @@ def _cmd_workload_convert(args: argparse.Namespace) -> int:
     _not_a_run_folder(Path(args.output))
     trace = read_swf(shipped.resolve(args.trace), lenient=args.lenient)
     workload = convert_trace(trace, machine_size=args.machine_size)  # no jobs: nothing written
+    if args.batsim == 5:  # profile types renamed, the jobs' other fields in extra_data
+        from batsched_ml.workload.batsim5 import to_batsim5
+
+        workload.data = to_batsim5(workload.data)
     output_dir(args.output)
     name = args.name or trace.name
     workload_path, platform_path = write_converted(workload, args.output, name)
@@ -394,7 +398,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         raise ConfigError("--shake and --shake-seconds take 0 or a positive number")
     shaking = {"seed": args.shake, "seconds": args.shake_seconds} if args.shake else None
     record = workload_record(path, lenient=args.lenient, shaking=shaking)
-    identity = RunIdentity("replay", config.as_dict(), record)
+    # Batsim 5's run is another run (its own jobs.csv): named in the identity, 4's as before
+    batsim = {} if args.batsim == 4 else {"batsim": args.batsim}
+    identity = RunIdentity("replay", config.as_dict() | batsim, record)
     workload = load_workload(path, lenient=args.lenient)  # bad input: nothing written
     if shaking is not None:
         from batsched_ml.workload.shake import shake
@@ -410,7 +416,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             trainer_for(args, config, Path(args.output), folder.identity.as_dict()) as trainer,
         ):
             result = run_replay(
-                workload, config, progress=progress, zmq_endpoint=args.zmq, trainer=trainer
+                workload,
+                config,
+                progress=progress,
+                zmq_endpoint=args.zmq,
+                trainer=trainer,
+                batsim=args.batsim,
             )
         del workload  # its job objects are freed before the files are written (peak memory)
         summary = write_replay(result, args.output, run_id=folder.run_id)
@@ -905,6 +916,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip and count malformed lines instead of stopping at the first",
     )
+    convert.add_argument(
+        "--batsim",
+        type=int,
+        choices=(4, 5),
+        default=4,
+        help="write the workload for Batsim 4 or for Batsim 5 (profile type DelayProfile, the "
+        "jobs' fields Batsim 5 does not read in extra_data)",
+    )
     convert.set_defaults(handler=_cmd_workload_convert)
     add_traces_parser(commands)
 
@@ -934,6 +953,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ENDPOINT",
         help="serve the scheduler over ZeroMQ on this endpoint (e.g. tcp://127.0.0.1:*) "
         "instead of in process; same results",
+    )
+    replay.add_argument(
+        "--batsim",
+        type=int,
+        choices=(4, 5),
+        default=4,
+        help="the Batsim to play: 4 (4.2.1) or 5 (5.0.0-rc2: its protocol's JSON between "
+        "simulator and scheduler, its jobs.csv columns; the workload read as Batsim 5 reads it)",
     )
     _add_trainer_options(replay)
     replay.add_argument("--lenient", action="store_true", help="skip malformed SWF lines")
