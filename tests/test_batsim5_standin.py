@@ -399,3 +399,70 @@ def test_workload_convert_writes_batsim_5_workloads(tmp_path: Path) -> None:
     assert (tmp_path / "5" / "t_platform.xml").read_text() == (
         tmp_path / "4" / "t_platform.xml"
     ).read_text()
+
+
+# --- collect ------------------------------------------------------------------------------
+
+
+def test_collect_takes_a_batsim_5_run(tmp_path: Path) -> None:
+    """``serve`` (protocol auto) and the stand-in in Batsim 5 mode, then ``collect``: the
+    recorded job table, the protocol recorded as spoken; a Batsim 5's version is read from its
+    ``PREFIXschedule.json`` as written."""
+    from batsched_ml.collect import _batsim_version
+
+    name = "easy_backfill"
+    (tmp_path / "w.json").write_text(text(name, "workload.json"))
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *CMD,
+            "serve",
+            "--socket",
+            f"tcp://127.0.0.1:{port}",
+            "--starvation-threshold",
+            "none",
+            "--timeout",
+            "60",
+            "-o",
+            str(tmp_path / "served"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        peer = subprocess.run(
+            [
+                *CMD,
+                "batsim",
+                "--protocol",
+                "5",
+                "-p",
+                str(REFERENCE5 / name / "platform.xml"),
+                "-w",
+                str(tmp_path / "w.json"),
+                "-e",
+                f"{tmp_path}/out/",
+                "-s",
+                f"tcp://127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert peer.returncode == 0, peer.stderr
+        out, err = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert server.returncode == 0, err
+    assert "speaking Batsim 5" in out
+    assert (tmp_path / "out" / "jobs.csv").read_text() == text(name, "jobs.csv")
+    args = ["--batsim-jobs", str(tmp_path / "out" / "jobs.csv"), "--workload"]
+    args += [str(tmp_path / "w.json"), "--scheduler", str(tmp_path / "served")]
+    assert main(["collect", *args, "-o", str(tmp_path / "collected")]) == 0
+    summary = json.loads((tmp_path / "collected" / "summary.json").read_text())
+    assert summary["scheduler"]["batsim_protocol"] == "batsim5-json"
+    assert summary["batsim_version"] is None  # the stand-in writes no schedule.json
+    assert summary["jobs"] == 50
+    (tmp_path / "out" / "schedule.json").write_text('{"batsim_version": "5.0.0-rc2"}')
+    assert _batsim_version(tmp_path / "out" / "jobs.csv") == "5.0.0-rc2"
