@@ -701,7 +701,11 @@ def _cmd_batsim(args: argparse.Namespace) -> int:
     from batsched_ml.sim.simulator import BatsimSimulator
     from batsched_ml.transport import run_batsim_peer
     from batsched_ml.workload.io import load_workload, report_dropped
-    from batsched_ml.workload.platform import compute_host_names
+    from batsched_ml.workload.platform import compute_host_names, inexact_links
+
+    problem = inexact_links(args.platform)
+    if problem is not None:
+        raise ConfigError(f"{args.platform}: {problem}: the stand-in simulates exact platforms")
 
     workloads = [load_workload(path) for path in args.workload]
     hosts = compute_host_names(args.platform)

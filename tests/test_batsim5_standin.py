@@ -357,6 +357,12 @@ def test_what_the_stand_in_does_not_simulate_is_refused_in_one_line(tmp_path: Pa
     assert code == 2 and "--enable-dynamic-jobs" in err and "hello" in err
     code, err = _one_line_error(["batsim", "-p", exact, "-w", v4, "--init-string", "x"], capsys)
     assert code == 2 and "--protocol 5" in err
+    # the Batsim 4 stand-in does not simulate latencies either
+    v4_latency = [
+        str(REFERENCE / "fcfs_small_latency" / n) for n in ("platform.xml", "workload.json")
+    ]
+    code, err = _one_line_error(["batsim", "-p", v4_latency[0], "-w", v4_latency[1]], capsys)
+    assert code == 2 and "exact platforms" in err
 
 
 # --- workloads ----------------------------------------------------------------------------
