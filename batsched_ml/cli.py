@@ -756,7 +756,7 @@ def _cmd_batsim5(args: argparse.Namespace) -> int:
             f"{', '.join(given)}: Batsim 4 flags; in Batsim 5 the scheduler requests dynamic jobs "
             "and profiles in its hello (--protocol 5 takes them from there)"
         )
-    problem = inexact_links(args.platform)
+    problem = inexact_links(args.platform, speed=True)
     if problem is not None:
         raise ConfigError(f"{args.platform}: {problem}: the stand-in simulates exact platforms")
     workloads = []

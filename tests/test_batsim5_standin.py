@@ -154,6 +154,25 @@ def test_the_1e_12_hops_and_the_v5_columns_show() -> None:
     assert batsim_json({"a": [1, 2.5, None, True, 'x"y']}) == '{"a": [1,2.5,null,true,"x\\"y"]}'
 
 
+def test_the_copies_are_the_recordings() -> None:
+    """tests/data holds copies of ../shared's files (gzipped for the large ones)."""
+    from tests.conftest import SHARED, need_shared
+
+    need_shared()
+    copies = [p for p in REFERENCE5.rglob("*") if p.is_file() and p.name != "README.md"]
+    assert len(copies) >= 9 * 6
+    for copy in copies:
+        original = SHARED / "batsim5-reference" / copy.relative_to(REFERENCE5)
+        if original.exists():
+            assert copy.read_bytes() == original.read_bytes(), copy
+        elif original.with_suffix("").exists():  # gzipped here
+            data = gzip.decompress(copy.read_bytes())
+            assert data == original.with_suffix("").read_bytes(), copy
+        else:
+            assert copy.suffix == ".gz", copy
+            assert gzip.decompress(copy.read_bytes()) == gzip.decompress(original.read_bytes())
+
+
 def test_hosts_are_numbered_as_batsim_5_numbers_them() -> None:
     """Batsim 4 numbers ``host10`` 2 (string order), Batsim 5 ``host2`` (digits as numbers)."""
     begins = json.loads(replay_recorded("easy_backfill")[1][0])["events"][0]["event"]
@@ -304,6 +323,8 @@ def test_replay_batsim_5_writes_batsim_5s_jobs_csv(tmp_path: Path) -> None:
     assert (out / "jobs.csv").read_text() == text("easy_kth2000", "jobs.csv")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["batsim"] == 5
+    # the compiled simulator plays Batsim 4 only: the Python one ran
+    assert json.loads((out / "timing.json").read_text())["engine"] == "python"
     assert json.loads((out / "run.json").read_text())["config"]["batsim"] == 5
     v4 = tmp_path / "run4"
     assert main(["replay", str(path), "--starvation-threshold", "none", "-o", str(v4), "-q"]) != 0
@@ -347,6 +368,12 @@ def test_what_the_stand_in_does_not_simulate_is_refused_in_one_line(tmp_path: Pa
         [*base, "-p", str(latency / "platform.xml"), "-w", str(tmp_path / "w.json")], capsys
     )
     assert code == 2 and "bw='125MBps'" in err and "exact platforms" in err
+    fast = (REFERENCE5 / "fcfs_small" / "platform.xml").read_text().replace('"1Gf"', '"2Gf"', 1)
+    (tmp_path / "fast.xml").write_text(fast)
+    code, err = _one_line_error(
+        [*base, "-p", str(tmp_path / "fast.xml"), "-w", str(tmp_path / "w.json")], capsys
+    )
+    assert code == 2 and "speed='2Gf'" in err
     exact = str(REFERENCE5 / "fcfs_small" / "platform.xml")
     v4 = str(REFERENCE / "fcfs_small" / "workload.json")
     code, err = _one_line_error([*base, "-p", exact, "-w", v4], capsys)

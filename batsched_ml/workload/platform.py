@@ -114,23 +114,34 @@ def batsim5_host_order(names: list[str]) -> list[str]:
 _ZERO_LATENCY = re.compile(r"0*\.?0*\s*[a-z]*")
 
 
-def inexact_links(path: str | Path) -> str | None:
+def inexact_links(path: str | Path, *, speed: bool = False) -> str | None:
     """What keeps a platform from the exact timing the embedded simulator reproduces (links
     of 1 TBps and latency 0, as the written platforms have), or None: a message between
     Batsim's actors then takes ``1e-12`` s; with a latency it takes longer, which the
-    simulator does not model."""
+    simulator does not model. ``speed``: the hosts must compute at 1 Gflops too (Batsim 5
+    reports each host's speed, which the simulator does not read)."""
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as exc:
         raise PlatformError(f"{path}: cannot read platform: {exc}") from exc
     attributes = {"cluster": ("bw", "lat", "bb_bw", "bb_lat"), "link": ("bandwidth", "latency")}
+    if speed:
+        attributes = {"cluster": (*attributes["cluster"], "speed"), "host": ("speed",)} | {
+            "link": attributes["link"]
+        }
     for element in root.iter():
         for name in attributes.get(element.tag, ()):
             value = element.get(name)
             if value is None:
                 continue
-            exact = _ZERO_LATENCY.fullmatch(value) if "lat" in name else value == "1TBps"
+            if "lat" in name:
+                exact = _ZERO_LATENCY.fullmatch(value) is not None
+            else:
+                exact = value == ("1Gf" if name == "speed" else "1TBps")
             if not exact:
                 what = element.get("id", element.tag)
-                return f"{element.tag} {what}: {name}={value!r} (1TBps and latency 0 only)"
+                return (
+                    f"{element.tag} {what}: {name}={value!r} (1TBps, latency 0"
+                    f"{' and 1Gf hosts' if speed else ''} only)"
+                )
     return None
