@@ -771,20 +771,32 @@ def _cmd_batsim5(args: argparse.Namespace) -> int:
     arguments = (Path(sys.argv[0]).name, *sys.argv[1:])
     context_json = json.dumps(context, separators=(",", ":"))
 
+    made: list[BatsimSimulator] = []  # once the hello has come
+
     def simulator(features: dict[str, bool]) -> BatsimSimulator:
-        return BatsimSimulator(
-            workloads,
-            hosts,
-            workload_paths=[str(Path(p).resolve()) for p in args.workload],
-            batsim5=Batsim5(features, arguments, context_json),
+        made.append(
+            BatsimSimulator(
+                workloads,
+                hosts,
+                workload_paths=[str(Path(p).resolve()) for p in args.workload],
+                batsim5=Batsim5(features, arguments, context_json),
+            )
         )
+        return made[0]
 
     timeout = None if args.timeout <= 0 else args.timeout
     out = Path(prefix + "jobs.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
-    sim, count = run_batsim5_peer(
-        simulator, args.socket_endpoint, init_string=args.init_string, timeout=timeout
-    )
+    try:
+        sim, count = run_batsim5_peer(
+            simulator, args.socket_endpoint, init_string=args.init_string, timeout=timeout
+        )
+    except BaseException:
+        if made:  # the jobs finished so far, as the Batsim 4 stand-in keeps them
+            partial = Path(prefix + "jobs.partial.csv")
+            jobs_csv.write_jobs_csv(partial, made[0].rows)
+            print(f"batsched-ml: the run stopped early; {len(made[0].rows)} job(s) in {partial}")
+        raise
     jobs_csv.write_jobs_csv(out, sim.rows)
     print(json.dumps({"messages": count, "jobs": len(sim.rows), "jobs_csv": str(out)}))
     return 0

@@ -499,3 +499,81 @@ def test_collect_takes_a_batsim_5_run(tmp_path: Path) -> None:
     assert summary["jobs"] == 50
     (tmp_path / "out" / "schedule.json").write_text('{"batsim_version": "5.0.0-rc2"}')
     assert _batsim_version(tmp_path / "out" / "jobs.csv") == "5.0.0-rc2"
+
+
+def test_a_hello_the_stand_in_cannot_take_is_a_protocol_error() -> None:
+    from batsched_ml.protocol.codec import ProtocolError
+    from batsched_ml.protocol.framing_v5 import hello_frame
+    from batsched_ml.transport_v5 import hello_of
+
+    def hello(features: dict[str, Any]) -> str:
+        event = {"requested_simulation_features": features}
+        return json.dumps({"now": 0.0, "events": [{"event_type": "EDCHelloEvent", "event": event}]})
+
+    assert hello_of(hello_frame(hello({"dynamic_registration": True, "profile_reuse": False}))) == {
+        "dynamic_registration": True
+    }
+    for frame, says in [
+        (hello_frame(hello({}), flags=0x1), "not flatbuffers"),
+        (hello_frame(hello({"teleport": True})), "unknown feature 'teleport'"),
+        (hello_frame('{"now": 0.0, "events": []}'), "exactly one EDCHelloEvent"),
+        (hello_frame("{"), "malformed JSON"),
+    ]:
+        with pytest.raises(ProtocolError, match=says):
+            hello_of(frame)
+
+
+def test_a_scheduler_gone_midway_leaves_the_partial_table(tmp_path: Path) -> None:
+    """The recorded EDC of fcfs_small answering only its first 10 messages, then gone: the
+    stand-in stops at once, saying so, and keeps the jobs finished so far."""
+    name = "fcfs_small"
+    port = free_port()
+    socket = zmq.Context.instance().socket(zmq.REP)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.bind(f"tcp://127.0.0.1:{port}")
+
+    def edc() -> None:
+        hello = records(name)[1]["msg"]
+        try:
+            assert socket.poll(60_000)
+            socket.recv()
+            socket.send(
+                hello["flags"].to_bytes(4, "little") + json.dumps(hello["message"]).encode()
+            )
+            for reply in replies(name)[:10]:
+                assert socket.poll(60_000)
+                socket.recv()
+                socket.send(json.dumps(reply).encode())
+            assert socket.poll(60_000)
+            socket.recv()
+        finally:
+            socket.close(linger=0)
+
+    thread = threading.Thread(target=edc)
+    thread.start()
+    (tmp_path / "w.json").write_text(text(name, "workload.json"))
+    run = subprocess.run(
+        [
+            *CMD,
+            "batsim",
+            "--protocol",
+            "5",
+            "-p",
+            str(REFERENCE5 / name / "platform.xml"),
+            "-w",
+            str(tmp_path / "w.json"),
+            "-e",
+            f"{tmp_path}/out/",
+            "-s",
+            f"tcp://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    thread.join(60)
+    assert run.returncode == 3, run.stderr
+    assert "closed the connection" in run.stderr
+    partial = (tmp_path / "out" / "jobs.partial.csv").read_text().splitlines()
+    assert partial == text(name, "jobs.csv").splitlines()[: len(partial)] and len(partial) > 2
+    assert not (tmp_path / "out" / "jobs.csv").exists()
