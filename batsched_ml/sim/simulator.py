@@ -39,9 +39,9 @@ Invalid decisions raise :class:`InvalidDecision` naming the decision, where Bats
 
 Batsim 5.0.0-rc2 is played too (:class:`Batsim5`): its actors (``server.cpp``, ``edc.cpp``,
 ``periodic.cpp`` of that tag) on the same kernel (Batsim 5 runs on SimGrid 4.0, which the
-recordings show keeping the emulated 3.32's rules); fed the decisions of every zero-latency recording of ``shared/batsim5-reference``, the simulator sends
-the very text Batsim 5 sent and writes its ``jobs.csv`` byte for byte
-(``tests/test_batsim5_standin.py``).
+recordings show keeping the emulated 3.32's rules). Fed the decisions of every zero-latency
+recording of ``shared/batsim5-reference``, the simulator sends the very text Batsim 5 sent and
+writes its ``jobs.csv`` byte for byte (``tests/test_batsim5_standin.py``).
 
 This module is also the reference of ``_csim.c``, the compiled simulator: the same actors,
 simcalls and order in C, for static workloads, with the same scheduler attached as its decision
