@@ -283,12 +283,20 @@ def _check_calendar(scheduler_dir: Path, run: Mapping[str, Any], workload_path: 
 def _batsim_version(batsim_jobs: Path) -> str | None:
     """The version Batsim wrote into its ``PREFIX_schedule.csv`` (beside ``PREFIX_jobs.csv``),
     as written (``4.2.1``; ``commit SHA (built by Nix from master branch)`` for an image built
-    from Batsim's master branch), ``None`` without that file (the stand-in writes none). The
-    protocol, not this string, says whether batsched-ml can work with a Batsim: ``serve``
+    from Batsim's master branch), or Batsim 5 into its ``PREFIXschedule.json`` (beside
+    ``PREFIXjobs.csv``: ``5.0.0-rc2``), ``None`` without that file (the stand-in writes none).
+    The protocol, not this string, says whether batsched-ml can work with a Batsim: ``serve``
     judges it by Batsim's first message (:mod:`batsched_ml.protocol.dialect`)."""
     name = batsim_jobs.name
     if not name.endswith("_jobs.csv"):
-        return None
+        if not name.endswith("jobs.csv"):
+            return None
+        schedule = batsim_jobs.with_name(name.removesuffix("jobs.csv") + "schedule.json")
+        try:
+            version = json.loads(schedule.read_text()).get("batsim_version")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return version if isinstance(version, str) else None
     path = batsim_jobs.with_name(name.removesuffix("_jobs.csv") + "_schedule.csv")
     try:
         with path.open(newline="") as handle:

@@ -152,6 +152,8 @@ def write_replay(
             workload_jobs=result.workload_jobs,
         ),
     }
+    if result.batsim != 4:  # the Batsim played, and whose jobs.csv this is (else 4.2.1)
+        summary["batsim"] = result.batsim
     if workload.get("shaking"):  # a shaken copy of the trace (workload/shake.py)
         summary["shaking"] = workload["shaking"]
     risky = getattr(scheduler.dispatcher, "risky_starts", None)

@@ -32,11 +32,14 @@ def identity_of(
     *,
     lenient: bool = False,
     shaking: Mapping[str, int] | None = None,
+    batsim: int = 4,
 ) -> RunIdentity:
     """A replay's identity (:mod:`batsched_ml.runfolder`): its settings and its workload file's
-    name and digest, so the command line and a campaign resume each other's folders."""
+    name and digest, so the command line and a campaign resume each other's folders. Batsim
+    5's replay is another run (its own ``jobs.csv``): named in the identity, 4's as before."""
     record = workload_record(path, lenient=lenient, shaking=shaking)
-    return RunIdentity("replay", config.as_dict(), record)
+    played = {} if batsim == 4 else {"batsim": batsim}
+    return RunIdentity("replay", config.as_dict() | played, record)
 
 
 def load(
@@ -66,6 +69,7 @@ def replay_into(
     progress: Callable[[int], AbstractContextManager[Progress | None]] | None = None,
     trainer: Callable[[RunFolder], AbstractContextManager[Any]] | None = None,
     zmq_endpoint: str | None = None,
+    batsim: int = 4,
 ) -> tuple[ReplayResult, dict[str, Any]]:
     """Replay ``path`` under ``config`` into the run folder ``output``; return the result and
     its summary (``summary.json``).
@@ -75,9 +79,9 @@ def replay_into(
     ``run.json`` and ``summary.json`` (a campaign says them once per trace). ``progress``
     makes, from the number of jobs, the context of a progress callback; ``trainer`` makes,
     from the claimed folder, the context of a classified run's trainer (``None``: trained in
-    process)."""
+    process). ``batsim``: the Batsim played, 4 (4.2.1) or 5 (5.0.0-rc2)."""
     if identity is None:
-        identity = identity_of(path, config, lenient=lenient, shaking=shaking)
+        identity = identity_of(path, config, lenient=lenient, shaking=shaking, batsim=batsim)
     workload = load(path, lenient=lenient, shaking=shaking)  # bad input: nothing written
     folder = claim(output, identity, force=force)
     # said once the run goes ahead (a mistake is one line), recorded in run.json
@@ -89,7 +93,12 @@ def replay_into(
             trainer(folder) if trainer else contextlib.nullcontext() as chosen,
         ):
             result = run_replay(
-                workload, config, progress=callback, zmq_endpoint=zmq_endpoint, trainer=chosen
+                workload,
+                config,
+                progress=callback,
+                zmq_endpoint=zmq_endpoint,
+                trainer=chosen,
+                batsim=batsim,
             )
         del workload  # its job objects are freed before the files are written (peak memory)
         summary = write_replay(result, output, run_id=folder.run_id)

@@ -204,6 +204,8 @@ class ReplayResult:
     #: what simulated Batsim: ``"compiled"`` (``_csim.c``) or ``"python"`` (the reference);
     #: the scheduler is the Python one either way (:mod:`batsched_ml.sim.csim`)
     engine: str = "python"
+    #: the Batsim simulated: 4 (4.2.1) or 5 (5.0.0-rc2, its protocol's JSON in between)
+    batsim: int = 4
 
 
 class MeasuredPredictor:
@@ -354,33 +356,52 @@ def calendar_of(workload: dict[str, Any]) -> dict[str, Any]:
     return {key: workload.get(key) for key in ("unix_start_time", "time_zone_string", "time_zone")}
 
 
-def _simulator_arguments(workload: dict[str, Any], config: ReplayConfig) -> dict[str, Any]:
+BATSIM_VERSIONS = (4, 5)
+
+
+def _simulator_arguments(
+    workload: dict[str, Any], config: ReplayConfig, batsim: int = 4
+) -> dict[str, Any]:
     """The embedded Batsim's command line for a run: dynamic jobs (acknowledged) on for the
-    classified variants, as real Batsim must be started for them."""
+    classified variants, as real Batsim must be started for them; for Batsim 5, what the
+    scheduler's hello requests instead (:func:`~batsched_ml.transport_v5.features_for`), and
+    the workload as Batsim 5 reads it (:mod:`batsched_ml.workload.batsim5`)."""
+    hosts = [f"host{i}" for i in range(int(workload["nb_res"]))]
+    if batsim == 5:
+        from batsched_ml.sim.simulator import Batsim5
+        from batsched_ml.transport_v5 import features_for
+        from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
+
+        read = from_batsim5(to_batsim5(workload), "the workload")
+        return {"workloads": [read], "hosts": hosts, "batsim5": Batsim5(features_for(config))}
+    if batsim != 4:
+        raise ConfigError(f"Batsim {batsim}: the embedded simulator plays Batsim 4 or 5")
     dynamic = config.classified
     return {
         "workloads": [workload],
-        "hosts": [f"host{i}" for i in range(int(workload["nb_res"]))],
+        "hosts": hosts,
         "dynamic_jobs": dynamic,
         "acknowledge_dynamic_jobs": dynamic,
     }
 
 
-def make_simulator(workload: dict[str, Any], config: ReplayConfig) -> Simulator:
+def make_simulator(workload: dict[str, Any], config: ReplayConfig, batsim: int = 4) -> Simulator:
     """The embedded Batsim for an in-process replay: the compiled simulator where it supports
     the run, else the Python one (:mod:`batsched_ml.sim.csim`)."""
     from batsched_ml.sim.csim import Simulator
 
-    return Simulator(**_simulator_arguments(workload, config))
+    return Simulator(**_simulator_arguments(workload, config, batsim))
 
 
-def make_peer_simulator(workload: dict[str, Any], config: ReplayConfig) -> BatsimSimulator:
+def make_peer_simulator(
+    workload: dict[str, Any], config: ReplayConfig, batsim: int = 4
+) -> BatsimSimulator:
     """The embedded Batsim as a request/reply state machine (``start``, ``step``), for a
     scheduler on the other side of a transport."""
     from batsched_ml.sim.simulator import BatsimSimulator
 
     with collector_paused():
-        return BatsimSimulator(**_simulator_arguments(workload, config))
+        return BatsimSimulator(**_simulator_arguments(workload, config, batsim))
 
 
 def run_replay(
@@ -392,14 +413,16 @@ def run_replay(
     zmq_endpoint: str | None = None,
     trainer: Trainer | None = None,
     on_reply: Callable[[Message], None] | None = None,
+    batsim: int = 4,
 ) -> ReplayResult:
-    """Replay ``workload`` under ``config``. ``progress`` is called now and then with the number
-    of jobs finished so far. With ``zmq_endpoint`` (e.g. ``tcp://127.0.0.1:*`` or an ``ipc://``
-    path) the scheduler is served over ZeroMQ in a thread and the simulator talks to it as Batsim
-    would; otherwise they talk in process. Every run is decided by the one Python scheduler
-    (:func:`make_scheduler`), whichever simulator plays Batsim."""
+    """Replay ``workload`` under ``config``, as Batsim ``batsim`` (4 or 5) would run it.
+    ``progress`` is called now and then with the number of jobs finished so far. With
+    ``zmq_endpoint`` (e.g. ``tcp://127.0.0.1:*`` or an ``ipc://`` path) the scheduler is
+    served over ZeroMQ in a thread and the simulator talks to it as Batsim would; otherwise
+    they talk in process (for Batsim 5, through its JSON both ways). Every run is decided by
+    the one Python scheduler (:func:`make_scheduler`), whichever simulator plays Batsim."""
     scheduler = make_scheduler(config, calendar=calendar_of(workload), trainer=trainer, audit=audit)
-    handler = scheduler.handle
+    handler: Callable[[Message], Message] = scheduler.handle
     if on_reply is not None:
 
         def handler(message: Message) -> Message:
@@ -409,19 +432,27 @@ def run_replay(
 
     started = time.perf_counter()
     if zmq_endpoint is not None:
-        reference = make_peer_simulator(workload, config)
+        reference = make_peer_simulator(workload, config, batsim)
         messages = _run_over_zmq(reference, handler, zmq_endpoint)
-        return _result(reference.rows, messages, scheduler, workload, config, "python", started)
+        out = _result(reference.rows, messages, scheduler, workload, config, "python", started)
+        out.batsim = batsim
+        return out
+    if batsim == 5:  # the scheduler reads and writes Batsim 5's JSON, as when served
+        from batsched_ml.transport_v5 import features_for, through_batsim5_json
+
+        handler = through_batsim5_json(handler, features_for(config))
     frozen = contextlib.ExitStack()
     with collector_paused():
-        sim = make_simulator(workload, config)
+        sim = make_simulator(workload, config, batsim)
         sim.prepare()
         # the workload and the loaded jobs, frozen before the collector runs again: not
         # traversed by its passes during the replay (see alive_frozen)
         frozen.enter_context(alive_frozen())
     with frozen:
         messages = sim.run(handler, progress)
-    return _result(sim.rows, messages, scheduler, workload, config, sim.engine, started)
+    result = _result(sim.rows, messages, scheduler, workload, config, sim.engine, started)
+    result.batsim = batsim
+    return result
 
 
 def _result(
@@ -444,7 +475,13 @@ def _result(
 def _run_over_zmq(
     sim: BatsimSimulator, handler: Callable[[Message], Message], endpoint: str
 ) -> int:
-    from batsched_ml.transport import run_batsim_peer, serve
+    """Serve ``handler`` in a thread and run ``sim`` against it, over ZeroMQ, in the protocol
+    of the Batsim ``sim`` plays (Batsim 5: the features of the scheduler's hello must be
+    those the simulator was set up with)."""
+    from batsched_ml.transport import run_batsim_peer
+    from batsched_ml.transport_v5 import run_batsim5_peer, serve
+
+    v5 = sim.batsim5
 
     bound: list[str] = []
     ready = threading.Event()
@@ -456,7 +493,10 @@ def _run_over_zmq(
 
     def server() -> None:
         try:
-            serve(endpoint, handler, timeout=60.0, on_bound=on_bound)
+            if v5 is None:
+                serve(endpoint, handler, protocol="4", timeout=60.0, on_bound=on_bound)
+            else:
+                serve(endpoint, handler, protocol="5", features=v5.features, on_bound=on_bound)
         except BaseException as exc:  # reported in the caller's thread
             failure.append(exc)
             ready.set()
@@ -466,7 +506,16 @@ def _run_over_zmq(
     ready.wait(30)
     if failure:
         raise failure[0]
-    count = run_batsim_peer(sim, bound[0], timeout=60.0)
+    if v5 is None:
+        count = run_batsim_peer(sim, bound[0], timeout=60.0)
+    else:
+
+        def same_features(features: dict[str, bool]) -> BatsimSimulator:
+            if features != v5.features:
+                raise RuntimeError(f"the hello requests {features}, not {v5.features}")
+            return sim
+
+        count = run_batsim5_peer(same_features, bound[0], timeout=60.0)[1]
     thread.join(30)
     if failure:
         raise failure[0]

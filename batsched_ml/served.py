@@ -26,7 +26,7 @@ from batsched_ml.outputs import (
     write_classification,
     write_timing,
 )
-from batsched_ml.protocol.dialect import BATSIM4_PROTOCOL
+from batsched_ml.protocol.dialect import BATSIM4_PROTOCOL, BATSIM5_PROTOCOL
 from batsched_ml.protocol.events import (
     CallMeLater,
     ExecuteJob,
@@ -71,6 +71,7 @@ class ServedRun:
         self.warnings: list[str] = []
         self.messages = 0
         self.replies = 0  # messages answered: none means the run never started
+        self.protocol = 4  # the Batsim protocol spoken, told by Batsim's first frame
         self.last_now: float | None = None
         #: the jobs of the trace the cleaning rules dropped (rule -> count), as the workload
         #: read here (``--calendar``, or Batsim's at SIMULATION_BEGINS) records them
@@ -148,8 +149,8 @@ class ServedRun:
             "waiting": sorted(scheduler.waiting),
             "running": sorted(scheduler.running),
         }
-        if self.messages:  # the first message was Batsim 4's (transport.serve judged it)
-            out["batsim_protocol"] = BATSIM4_PROTOCOL
+        if self.messages:  # the protocol of Batsim's first frame (transport_v5.serve judged it)
+            out["batsim_protocol"] = BATSIM5_PROTOCOL if self.protocol == 5 else BATSIM4_PROTOCOL
         if self.calendar is not None:
             out["calendar_from"] = self.calendar
         if self.input_cleaning:

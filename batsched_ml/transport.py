@@ -101,7 +101,7 @@ def serve(
         socket.close()
 
 
-class _Watched:
+class Watched:
     """A REQ socket whose connection to its peer is watched (ZeroMQ's socket monitor): a reply
     is awaited until it comes, the timeout passes, or the peer's connection closes while the
     request is pending. A peer computing a long decision keeps its connection open and is
@@ -125,10 +125,13 @@ class _Watched:
                 self.connected = False
                 self.closed_since_sent = True
 
-    def send(self, text: str) -> None:
+    def send(self, frame: str | bytes) -> None:
         self._events()
         self.closed_since_sent = False
-        self.socket.send_string(text)
+        if isinstance(frame, str):
+            self.socket.send_string(frame)
+        else:
+            self.socket.send(frame)
 
     def receive(self, timeout: float | None, count: int) -> bytes:
         poller = zmq.Poller()
@@ -165,7 +168,7 @@ def run_batsim_peer(sim: BatsimSimulator, endpoint: str, *, timeout: float | Non
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
-    watched = _Watched(socket, endpoint)
+    watched = Watched(socket, endpoint)
     try:
         socket.connect(endpoint)
         message: Message | None = sim.start()

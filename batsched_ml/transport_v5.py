@@ -5,6 +5,10 @@ which the scheduler answers with its hello, then JSON messages in batprotocol's 
 (:mod:`.protocol.codec_v5`). Either way the scheduler sees the typed Batsim 4 events and answers
 each message once, until the simulation ends. ``protocol="4"`` is :func:`.transport.serve`
 itself.
+
+Batsim's side too: :func:`run_batsim5_peer` is the stand-in (``batsched-ml batsim --protocol
+5``), the embedded simulator speaking Batsim 5 over ZeroMQ; :func:`through_batsim5_json` puts
+Batsim 5's JSON between the embedded simulator and a scheduler in process.
 """
 
 from __future__ import annotations
@@ -18,15 +22,20 @@ from batsched_ml import __version__
 from batsched_ml.errors import TransportError
 from batsched_ml.protocol.codec import ProtocolError, dump_message, parse_message
 from batsched_ml.protocol.codec_v5 import EDC_NAME as EDC_NAME
-from batsched_ml.protocol.codec_v5 import Batsim5Codec
+from batsched_ml.protocol.codec_v5 import FEATURES, Batsim5Codec
 from batsched_ml.protocol.codec_v5 import features_for as features_for
 from batsched_ml.protocol.events import Message, SimulationEnds
 from batsched_ml.protocol.framing_v5 import (
+    FLAG_JSON,
+    batsim_frame,
     batsim_payload,
     hello_frame,
     init_data,
+    init_frame,
     protocol_of,
+    split_hello,
 )
+from batsched_ml.sim.simulator import BatsimSimulator
 from batsched_ml.transport import bind_rep
 from batsched_ml.transport import serve as serve_v4
 
@@ -123,4 +132,90 @@ def serve(
             return serve_batsim5(socket, first, handler, timeout, features)
         return serve_batsim4(socket, first, handler, timeout)
     finally:
+        socket.close()
+
+
+# --- Batsim's side: the stand-in --------------------------------------------------------------
+
+
+def through_batsim5_json(
+    handler: Callable[[Message], Message], features: dict[str, bool]
+) -> Callable[[Message], Message]:
+    """``handler`` (a scheduler's) behind Batsim 5's JSON both ways, in process: each of the
+    embedded Batsim's messages is written as Batsim 5 writes it and read by the scheduler's
+    codec (times rounded), each reply written by that codec and read back as Batsim reads it
+    (times exact). The embedded replay of a Batsim 5 run so decides on what a served scheduler
+    would read."""
+    batsim, edc = Batsim5Codec(features), Batsim5Codec(features)
+
+    def handle(message: Message) -> Message:
+        return batsim.decode(edc.to_batsim(handler(edc.from_batsim(batsim.encode(message)))))
+
+    return handle
+
+
+def hello_of(frame: bytes) -> dict[str, bool]:
+    """The features an EDC's hello frame requests (``{}``: none); a frame that is no JSON
+    ``EDCHelloEvent`` hello is a :class:`ProtocolError`."""
+    flags, text = split_hello(frame)
+    if flags != FLAG_JSON:
+        raise ProtocolError(
+            "hello", "flags", f"0x{flags:x}: only JSON (0x2) is spoken here, not flatbuffers"
+        )
+    try:
+        obj = json.loads(text)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ProtocolError("hello", "(json)", f"malformed JSON: {exc}") from None
+    events = obj.get("events") if isinstance(obj, dict) else None
+    if (
+        not isinstance(events, list)
+        or len(events) != 1
+        or not isinstance(events[0], dict)
+        or events[0].get("event_type") != "EDCHelloEvent"
+    ):
+        raise ProtocolError("hello", "events", "expected exactly one EDCHelloEvent")
+    event = events[0].get("event")
+    features = event.get("requested_simulation_features") if isinstance(event, dict) else None
+    if not isinstance(features, dict):
+        raise ProtocolError("EDCHelloEvent", "requested_simulation_features", "missing")
+    for name, value in features.items():
+        if name not in FEATURES or not isinstance(value, bool):
+            raise ProtocolError(
+                "EDCHelloEvent", "requested_simulation_features", f"unknown feature {name!r}"
+            )
+    return {name: value for name, value in features.items() if value}
+
+
+def run_batsim5_peer(
+    make_simulator: Callable[[dict[str, bool]], BatsimSimulator],
+    endpoint: str,
+    *,
+    init_string: str = "",
+    timeout: float | None = 60.0,
+) -> tuple[BatsimSimulator, int]:
+    """Play Batsim 5 over ZeroMQ: connect to the EDC at ``endpoint``, send the init frame
+    (``init_string``), read its hello, build the simulation with the features it requests
+    (``make_simulator``) and run it to its end, each message NUL-terminated as Batsim 5
+    sends it. Returns the simulator and the number of messages sent (the init not counted);
+    errors as :func:`batsched_ml.transport.run_batsim_peer`'s."""
+    from batsched_ml.transport import Watched
+
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    watched = Watched(socket, endpoint)
+    try:
+        socket.connect(endpoint)
+        watched.send(init_frame(init_string))
+        features = hello_of(watched.receive(timeout, 0))
+        sim = make_simulator(features)
+        codec = Batsim5Codec(features, init_string)
+        message: Message | None = sim.start()
+        count = 0
+        while message is not None:
+            watched.send(batsim_frame(codec.encode(message)))
+            count += 1
+            message = sim.step(codec.decode(watched.receive(timeout, count)))
+        return sim, count
+    finally:
+        watched.close()
         socket.close()

@@ -354,7 +354,9 @@ def test_help_shows_the_defaults_that_exist(capsys) -> None:
     assert "(default: fcfs)" in replay and "(default: None)" not in replay
     assert "model store (relative to here) (default: models)" in help_of("trainer")
     batsim = help_of("batsim")
-    assert "write PREFIX_jobs.csv, as Batsim does (default: out)" in batsim
+    assert "write PREFIX_jobs.csv, as Batsim 4 does (default: out), or PREFIXjobs.csv" in batsim
+    assert "as Batsim 5 does (default: out/)" in batsim
+    assert "(default: 4)" in batsim and "(default: None)" not in batsim
     assert "the scheduler to connect to (default: tcp://localhost:28000)" in batsim
     assert "RUN_DIR a run folder (replay, collect), a campaign's output folder" in help_of("report")
 

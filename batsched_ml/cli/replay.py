@@ -40,6 +40,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="serve the scheduler over ZeroMQ on this endpoint (e.g. tcp://127.0.0.1:*) "
         "instead of in process; same results",
     )
+    replay.add_argument(
+        "--batsim",
+        type=int,
+        choices=(4, 5),
+        default=4,
+        help="the Batsim to play: 4 (4.2.1) or 5 (5.0.0-rc2: its protocol's JSON between "
+        "simulator and scheduler, its jobs.csv columns; the workload read as Batsim 5 reads it)",
+    )
     options.add_trainer_options(replay)
     replay.add_argument("--lenient", action="store_true", help="skip malformed SWF lines")
     replay.add_argument(
@@ -84,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             args, config, Path(args.output), folder.identity.as_dict()
         ),
         zmq_endpoint=args.zmq,
+        batsim=args.batsim,
     )
     elapsed = time.perf_counter() - started
     print(summary_table(summary))

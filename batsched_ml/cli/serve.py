@@ -100,6 +100,12 @@ def run(args: argparse.Namespace) -> int:
                     scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
                     run = ServedRun(scheduler, config.as_dict(), run_id=folder.run_id)
                     run.input_cleaning = dict(dropped)
+                    served = run
+
+                    def speaking(found: int) -> None:
+                        served.protocol = found  # recorded in serve.json
+                        print(f"speaking Batsim {found}", flush=True)
+
                     count = serve_and_record(
                         run,
                         lambda handler: serve(
@@ -109,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                             on_bound=lambda endpoint: print(f"listening on {endpoint}", flush=True),
                             protocol=args.protocol,
                             features=features_for(config),
-                            on_protocol=lambda found: print(f"speaking Batsim {found}", flush=True),
+                            on_protocol=speaking,
                         ),
                         args.output,
                     )

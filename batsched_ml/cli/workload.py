@@ -32,6 +32,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip and count malformed lines instead of stopping at the first",
     )
+    convert.add_argument(
+        "--batsim",
+        type=int,
+        choices=(4, 5),
+        default=4,
+        help="write the workload for Batsim 4 or for Batsim 5 (profile type DelayProfile, the "
+        "jobs' fields Batsim 5 does not read in extra_data)",
+    )
     convert.set_defaults(handler=run_convert)
 
 
@@ -43,6 +51,10 @@ def run_convert(args: argparse.Namespace) -> int:
     not_a_run_folder(Path(args.output))
     trace = read_swf(shipped.resolve(args.trace), lenient=args.lenient)
     workload = convert_trace(trace, machine_size=args.machine_size)  # no jobs: nothing written
+    if args.batsim == 5:  # profile types renamed, the jobs' other fields in extra_data
+        from batsched_ml.workload.batsim5 import to_batsim5
+
+        workload.data = to_batsim5(workload.data)
     output_dir(args.output)
     name = args.name or trace.name
     workload_path, platform_path = write_converted(workload, args.output, name)

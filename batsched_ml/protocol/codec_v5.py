@@ -229,6 +229,10 @@ def _profile_v5(profile_id: str, profile: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: the profile of a job as Batsim 5 forwards it (batprotocol's ``ProfileAndId``)
+profile_and_id = _profile_v5
+
+
 def _profile_name(profile_id: str, workload: str) -> str:
     """``w0!delay_10`` -> ``delay_10`` for a job of workload ``w0`` (Batsim 4 names a profile
     inside the job's workload); a profile of another workload keeps its full id."""
@@ -299,6 +303,40 @@ def _job_v5(job: dict[str, Any], workload: str, *, submitted: bool) -> dict[str,
         out["rigid"] = job.get("rigid", True)
     out["profile_id"] = _profile_id(job["profile"], workload)
     return out
+
+
+# --- Batsim's text ----------------------------------------------------------------------------
+
+
+def fixed(number: float) -> str:
+    """A double as flatbuffers' JSON printer writes it (``FloatToString``, precision 12):
+    fixed notation with 12 decimals, trailing zeros dropped but one (``7860.0``,
+    ``0.000600008``, ``3.000000000001``)."""
+    text = f"{number:.12f}"
+    end = len(text.rstrip("0"))
+    return text[: end + 1] if text[end - 1] == "." else text[:end]
+
+
+def batsim_json(value: Any) -> str:
+    """A message (as :meth:`Batsim5Codec.dump_message` gives it) as Batsim 5.0.0-rc2 sends
+    it: flatbuffers' JSON printer without indentation (``"key": value`` joined by bare
+    commas), doubles by :func:`fixed`, integers as they are (the schema's types are the
+    values' Python types: a time is a float, a count an int), strings as JSON escapes them."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}: {batsim_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(batsim_json(item) for item in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} has no Batsim 5 JSON form")
+        return fixed(value)
+    if isinstance(value, int) or value is None:
+        return json.dumps(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    raise TypeError(f"{type(value).__name__} has no Batsim 5 JSON form")
 
 
 # --- the codec --------------------------------------------------------------------------------
@@ -388,6 +426,20 @@ class Batsim5Codec:
 
     def _exact(self, time: float) -> float:
         return self.batsim_now if time <= self._seen_now else max(time, self.batsim_now)
+
+    # --- Batsim's side (the stand-in) ------------------------------------------------------
+
+    def encode(self, message: Message) -> str:
+        """Batsim's message as Batsim 5 writes it (:func:`batsim_json`, times in full)."""
+        return batsim_json(self.dump_message(message))
+
+    def decode(self, text: str | bytes) -> Message:
+        """The EDC's reply, its times exact (Batsim reads them as they are written)."""
+        try:
+            obj = json.loads(text)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise ProtocolError("message", "(json)", f"malformed JSON: {exc}") from None
+        return self.parse_message(obj)
 
     # --- exact translation ----------------------------------------------------------------
 

@@ -18,6 +18,8 @@ from batsched_ml.errors import UserError
 
 #: What :func:`judge_first_frame` returns for a peer it accepts (recorded in serve.json).
 BATSIM4_PROTOCOL = "batsim4-json"
+#: What serve.json records for a Batsim 5 peer (batprotocol, JSON serialisation).
+BATSIM5_PROTOCOL = "batsim5-json"
 
 _USE_INSTEAD = (
     "this serve was asked for Batsim 4 (--protocol 4): serve with --protocol auto (the "

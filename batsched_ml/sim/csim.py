@@ -9,9 +9,10 @@ variant, predictor, dispatcher and plug-in decides through the one Python source
 
 Which simulator runs is decided by what the compiled one *supports*, never by the run's
 settings (it does not see them): one workload of ``delay`` profiles, with or without dynamic
-jobs, without forwarded profiles. Asked for anything else, or given a workload it is not sure of
-(``simulate`` answers ``None`` before the first message), the reference runs, which gives the
-same messages and files. ``BATSCHED_ML_KERNEL=python`` (:mod:`batsched_ml.compiled`) turns it off
+jobs, without forwarded profiles, as Batsim 4 (Batsim 5's actors are the reference's only).
+Asked for anything else, or given a workload it is not sure of (``simulate`` answers ``None``
+before the first message), the reference runs, which gives the same messages and files.
+``BATSCHED_ML_KERNEL=python`` (:mod:`batsched_ml.compiled`) turns it off
 with the other compiled parts.
 """
 
@@ -39,7 +40,13 @@ from batsched_ml.protocol.events import (
     SetJobMetadata,
     SimulationEnds,
 )
-from batsched_ml.sim.simulator import BatsimSimulator, InvalidDecision, begins_event, problems
+from batsched_ml.sim.simulator import (
+    Batsim5,
+    BatsimSimulator,
+    InvalidDecision,
+    begins_event,
+    problems,
+)
 
 NAME = "batsched_ml.sim._csim"
 SOURCE = Path(__file__).with_name("_csim.c")
@@ -88,6 +95,7 @@ class Simulator:
         forward_profiles: bool = False,
         workload_paths: list[str] | None = None,
         compiled_module: ModuleType | None = None,
+        batsim5: Batsim5 | None = None,
     ) -> None:
         if not hosts:
             raise ValueError("a platform needs at least one compute host")
@@ -100,6 +108,7 @@ class Simulator:
             "forward_profiles": forward_profiles,
         }
         self.workload_paths = workload_paths
+        self.batsim5 = batsim5
         self.module = compiled_module if compiled_module is not None else module()
         self.rows: list[str] = []
         self.messages = 0
@@ -113,6 +122,7 @@ class Simulator:
             self.module is not None
             and len(self.workloads) == 1
             and not self.flags["forward_profiles"]
+            and self.batsim5 is None  # Batsim 5's actors are the reference's only
         )
 
     def prepare(self) -> None:
@@ -120,7 +130,11 @@ class Simulator:
         caller can do it with the garbage collector paused (:mod:`batsched_ml.gc_control`)."""
         if not self.supported() and self._reference is None:
             self._reference = BatsimSimulator(
-                self.workloads, self.hosts, workload_paths=self.workload_paths, **self.flags
+                self.workloads,
+                self.hosts,
+                workload_paths=self.workload_paths,
+                batsim5=self.batsim5,
+                **self.flags,
             )
 
     def run(

@@ -3,6 +3,8 @@
 Formatting follows Batsim 4.2.1 as recorded in ``shared/batsim-reference``: numbers with C's
 ``%f`` (six decimals), ``success`` 0/1, ``requested_time`` -1 without walltime, empty time fields
 for rejected jobs, ``consumed_energy`` -1 (no energy plugin) and ``metadata`` always quoted.
+Batsim 5.0.0-rc2 (``shared/batsim5-reference``) writes the same columns its own way
+(:func:`finished_row_v5`, :func:`rejected_row_v5`).
 """
 
 from __future__ import annotations
@@ -191,6 +193,54 @@ def _times_ld(subtime: float, start: float, finish: float) -> tuple[float, ...]:
     turnaround = completion - sub_ld
     ld = (runtime, completion, start_ld - sub_ld, turnaround, turnaround / runtime)
     return tuple(float(value) for value in ld)  # then each cast to double, as Batsim does
+
+
+# Batsim 5.0.0-rc2's row (``JobsTracer::write_job``): the profile's full id, the energy as it is
+# (-1 for a workload's job, 0 for a job the scheduler registered), and no metadata.
+_FINISHED_V5 = "%s,%s,%s,%.6f,%d,%.6f,%d,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%s,%.6f,"
+
+
+def finished_row_v5(
+    *,
+    name: str,
+    workload: str,
+    profile: str,
+    subtime: float,
+    res: int,
+    walltime: float | None,
+    state: str,
+    start: float,
+    finish: float,
+    alloc: str,
+    dynamic: bool,
+) -> str:
+    """The row Batsim 5 writes for a job that ran: the same times as :func:`finished_row`
+    (``long double`` throughout), where Batsim 5's 1e-12 s message hops show only as a
+    ``-0.000000`` wait when a job started a few ulps before its submission time; ``profile``
+    is the profile's id (``w0!delay_10``); ``dynamic``: a job the scheduler registered, whose
+    energy Batsim 5 writes 0 (-1 for the workload's)."""
+    return _FINISHED_V5 % (
+        name,
+        workload,
+        profile,
+        subtime,
+        res,
+        walltime if walltime is not None else -1.0,
+        state == "COMPLETED_SUCCESSFULLY",
+        state,
+        start,
+        *_times_ld(subtime, start, finish),
+        alloc,
+        0.0 if dynamic else -1.0,
+    )
+
+
+def rejected_row_v5(
+    *, name: str, workload: str, profile: str, subtime: float, res: int, walltime: float | None
+) -> str:
+    """Batsim 5's row of a rejected job: no times, allocation, energy nor metadata."""
+    requested = walltime if walltime is not None else -1.0
+    return f"{name},{workload},{profile},{subtime:.6f},{res:d},{requested:.6f},0,REJECTED,,,,,,,,,"
 
 
 def rejected_row(

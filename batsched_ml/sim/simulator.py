@@ -37,6 +37,12 @@ Batsim's ``export.cpp`` does.
 
 Invalid decisions raise :class:`InvalidDecision` naming the decision, where Batsim would abort.
 
+Batsim 5.0.0-rc2 is played too (:class:`Batsim5`): its actors (``server.cpp``, ``edc.cpp``,
+``periodic.cpp`` of that tag) on the same kernel (Batsim 5 runs on SimGrid 4.0, which the
+recordings show keeping the emulated 3.32's rules). Fed the decisions of every zero-latency
+recording of ``shared/batsim5-reference``, the simulator sends the very text Batsim 5 sent and
+writes its ``jobs.csv`` byte for byte (``tests/test_batsim5_standin.py``).
+
 This module is also the reference of ``_csim.c``, the compiled simulator: the same actors,
 simcalls and order in C, for static workloads, with the same scheduler attached as its decision
 callback (:mod:`batsched_ml.sim.csim`); both give the same messages and files byte for byte
@@ -46,6 +52,7 @@ written once, in :class:`problems`.
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -56,6 +63,13 @@ from procset import ProcSet
 from batsched_ml.alloc import MachineSet, Runs, intervals_of, procset_of_runs, runs_of, size_of
 from batsched_ml.errors import UserError
 from batsched_ml.gc_control import collector_paused
+from batsched_ml.protocol.codec_v5 import (
+    JobKilledV5,
+    RequestedCallV5,
+    SimulationBeginsV5,
+    fixed,
+    profile_and_id,
+)
 from batsched_ml.protocol.events import (
     CallMeLater,
     Event,
@@ -86,6 +100,7 @@ from batsched_ml.sim.simgrid import (
     Simcall,
     kernel_class,
 )
+from batsched_ml.workload.platform import batsim5_host_order
 
 # The kernel the simulator runs (the compiled one unless BATSCHED_ML_KERNEL=python or it is not
 # built); chosen once, at import; tests replace it to run another.
@@ -308,9 +323,11 @@ _NO_DYNAMIC = "dynamic jobs are disabled"
     _END_REGISTRATION,
     _CONTINUE_REGISTRATION,
     _SET_METADATA,
-) = range(16)
+    _DIE,
+) = range(17)
 
 _SERVER = "server"
+_PERIODIC = "periodic"  # Batsim 5's actor of periodic calls, told to die at the end
 _INFINITIES = (float("inf"), float("-inf"))
 _Code = Generator[Simcall, Any, None]
 
@@ -352,6 +369,7 @@ class _LiveJob:
     actor: Actor | None = None
     kill_requested: bool = False
     metadata: str = ""
+    registered: bool = False  # registered by the scheduler (a dynamic job)
 
 
 @dataclass(slots=True)
@@ -368,6 +386,24 @@ def _walltime(obj: dict[str, Any]) -> float | None:
     return value
 
 
+#: what the stand-in says it is in Batsim 5's SIMULATION_BEGINS: the version it reproduces,
+#: and in place of Batsim's commit, that it is not Batsim
+BATSIM5_VERSION = "5.0.0-rc2"
+BATSIM5_COMMIT = "batsched-ml stand-in"
+
+
+@dataclass(frozen=True, slots=True)
+class Batsim5:
+    """A simulation as Batsim 5.0.0-rc2 runs it: ``features``, the EDC's
+    ``requested_simulation_features`` (they replace Batsim 4's command-line flags for dynamic
+    jobs and profiles); ``arguments`` and ``execution_context``, what SIMULATION_BEGINS reports
+    as Batsim's command line and its execution context (JSON text)."""
+
+    features: dict[str, bool] = field(default_factory=dict)
+    arguments: tuple[str, ...] = ()
+    execution_context: str = "{}"
+
+
 class BatsimSimulator:
     """Batsim's side of the protocol, in process.
 
@@ -377,6 +413,15 @@ class BatsimSimulator:
     ``--acknowledge-dynamic-jobs``, ``--enable-profile-reuse`` and
     ``--forward-profiles-on-submission``. ``workload_paths`` is only what SIMULATION_BEGINS
     reports as each workload's file.
+
+    ``batsim5`` simulates Batsim 5.0.0-rc2 instead (:class:`Batsim5`: the flags come from the
+    EDC's features, and giving one of them too is an error). Its actors differ from Batsim
+    4's: the server calls the scheduler itself and hands its decisions to an injector actor,
+    a ``periodic`` actor is told to die before SIMULATION_ENDS, dynamic jobs are registered
+    when the server reads them (submitted at that instant), the protocol's times are SimGrid's
+    clock in full (Batsim 4 printed six decimals), jobs may share hosts (rc2 does not check),
+    and jobs.csv has its own columns (:func:`jobs_csv.finished_row_v5`). Same schedules as
+    Batsim 4 otherwise (``shared/batsim5-reference``).
     """
 
     def __init__(
@@ -389,9 +434,19 @@ class BatsimSimulator:
         profile_reuse: bool = False,
         forward_profiles: bool = False,
         workload_paths: list[str] | None = None,
+        batsim5: Batsim5 | None = None,
     ) -> None:
         if not hosts:
             raise ValueError("a platform needs at least one compute host")
+        self.batsim5 = batsim5
+        if batsim5 is not None:
+            if dynamic_jobs or acknowledge_dynamic_jobs or profile_reuse or forward_profiles:
+                raise ValueError("Batsim 5 takes dynamic jobs and profiles as EDC features")
+            features = batsim5.features
+            dynamic_jobs = features.get("dynamic_registration", False)
+            acknowledge_dynamic_jobs = features.get("acknowledge_dynamic_jobs", False)
+            profile_reuse = dynamic_jobs and features.get("profile_reuse", False)
+            forward_profiles = features.get("forward_profiles_on_job_submission", False)
         self.hosts = list(hosts)
         self.dynamic_jobs = dynamic_jobs
         self.acknowledge_dynamic_jobs = acknowledge_dynamic_jobs
@@ -526,7 +581,8 @@ class BatsimSimulator:
         return self._deliver(message)
 
     def _deliver(self, message: Message) -> Message:
-        self._last_now = message.now
+        # the now the scheduler read: Batsim 5 writes it with 12 decimals (rounded either way)
+        self._last_now = message.now if self.batsim5 is None else float(fixed(message.now))
         self.events_sent += len(message.events)
         return message
 
@@ -564,6 +620,9 @@ class BatsimSimulator:
     def _server(self) -> _Code:
         """``server_process``: handle one message at a time; talk to the scheduler when it is
         free and nothing else is queued."""
+        if self.batsim5 is not None:
+            yield from self._server_v5()
+            return
         kernel = self._kernel
         self._outbox.append(self._begins())
         yield from self._send_to_scheduler()
@@ -598,13 +657,66 @@ class BatsimSimulator:
             self._release_profile(job)
         self._to_delete = []
 
+    def _server_v5(self) -> _Code:
+        """Batsim 5's ``server_process``: the EDC's hello is behind (SIMULATION_BEGINS, stamped
+        0, waits in the message); the ``periodic`` actor is created; then, at each turn, talk
+        to the scheduler if it is free and the mailbox empty (the message, or the end once the
+        simulation is finished, after telling ``periodic`` to die), and handle one message."""
+        kernel = self._kernel
+        self._outbox.append(self._begins())
+        self._sched_ready = True
+        yield (CREATE, _PERIODIC, self._periodic())
+        handlers = self._handlers()
+        while not self._end_ack:
+            if self._sched_ready and not kernel.has_pending(_SERVER):
+                if self._outbox:
+                    yield from self._call_edc()
+                elif self._simulation_finished() and not self._end_sent:
+                    yield (PUT, _PERIODIC, (_DIE, None))
+                    self._outbox.append(SimulationEnds(timestamp=kernel.now))
+                    yield from self._call_edc()
+                    self._end_sent = True
+            kind, data = yield (GET, _SERVER)
+            effect = handlers[kind](data)
+            if effect is not None:
+                created = yield effect
+                if kind == _EXECUTE:
+                    self._live[data.job_id].actor = created
+
+    def _call_edc(self) -> _Code:
+        """``finish_message_and_call_edc``: the server itself sends the message and reads the
+        reply (every decision parsed then), then an injector actor forwards the decisions; the
+        jobs told finished are forgotten."""
+        message = Message(now=self._kernel.now, events=self._outbox)
+        self._outbox = []
+        reply: Message = yield (EXCHANGE, message)
+        payloads = [self._parse(decision) for decision in reply.events]
+        self._sched_ready = False
+        yield (CREATE, "Scheduler REQ-REP", self._inject(reply, payloads))
+        for job in self._to_delete:
+            del self._live[job.job_id]
+            self._release_profile(job)
+        self._to_delete = []
+
+    def _periodic(self) -> _Code:
+        """Batsim 5's ``periodic_main_actor``, without periodic calls: waits for its death."""
+        kind = None
+        while kind != _DIE:
+            kind, _ = yield (GET, _PERIODIC)
+
     def _request_reply(self, message: Message) -> _Code:
         """``request_reply_scheduler_process`` and ``JsonProtocolReader``: send the message,
         take the reply, forward each decision to the server at its timestamp, then "ready"."""
-        kernel = self._kernel
         reply: Message = yield (EXCHANGE, message)
-        for decision in reply.events:
-            payload = self._parse(decision)
+        yield from self._inject(reply, None)
+
+    def _inject(self, reply: Message, payloads: list[tuple[int, Any]] | None) -> _Code:
+        """Forward each decision of ``reply`` to the server at its timestamp, then "ready" at
+        the reply's ``now``; ``payloads``: the decisions parsed already (Batsim 5), else each
+        is parsed before it is forwarded (Batsim 4)."""
+        kernel = self._kernel
+        for index, decision in enumerate(reply.events):
+            payload = self._parse(decision) if payloads is None else payloads[index]
             # send_message_at_time: sleep until the timestamp if it is later than the clock
             # (each message to the server is a put, ``send_message``)
             if decision.timestamp > kernel.now:
@@ -634,13 +746,15 @@ class BatsimSimulator:
         kernel = self._kernel
         progress: dict[str, dict[str, Any]] = {}
         killed: list[_LiveJob] = []
+        v5 = self.batsim5 is not None
         for job in jobs:
             if job.state != _RUNNING:
                 continue  # its sleep is over: it completes on its own
             elapsed = kernel.now - job.start
+            ratio = elapsed / job.delay
             progress[job.job_id] = {
                 "profile_name": job.profile,
-                "progress": json_time(elapsed / job.delay),
+                "progress": ratio if v5 else json_time(ratio),
             }
             yield (KILL, job.actor)
             job.state = _DONE
@@ -649,13 +763,14 @@ class BatsimSimulator:
             killed.append(job)
         yield (PUT, _SERVER, (_KILLING_DONE, (jobs, killed, progress)))
 
-    def _waiter(self, target: float) -> _Code:
-        """``waiter_process`` for CALL_ME_LATER (at least 1e-5 s of sleep)."""
+    def _waiter(self, target: float, call_id: str) -> _Code:
+        """``waiter_process`` for CALL_ME_LATER (at least 1e-5 s of sleep); Batsim 5's
+        ``oneshot_call_me_later_actor`` is the same, and names the call (``call_id``)."""
         now = self._kernel.now
         if now < target:
             yield (SLEEP, max(target - now, 1e-5))
         if not (self._end_sent or self._end_ack):
-            yield (PUT, _SERVER, (_WAITING_DONE, None))
+            yield (PUT, _SERVER, (_WAITING_DONE, call_id))
 
     # --- the server's handlers (server.cpp) -------------------------------------------------
 
@@ -680,6 +795,8 @@ class BatsimSimulator:
         }
 
     def _stamp(self) -> float:
+        if self.batsim5 is not None:
+            return self._kernel.now  # written in full (12 decimals) by Batsim 5
         return json_time(self._kernel.now)
 
     def _on_bye(self, data: None) -> None:
@@ -692,9 +809,10 @@ class BatsimSimulator:
         stamp = self._stamp()
         outbox = self._outbox
         forward = self.forward_profiles
+        v5 = self.batsim5 is not None
         for job in jobs:
             self._live[job.job_id] = job
-            job.obj = {**job.obj, "id": job.job_id}
+            job.obj = _job_v5(job) if v5 else {**job.obj, "id": job.job_id}
             profile = self._workloads[job.workload].profiles[job.profile] if forward else None
             outbox.append(JobSubmitted(stamp, job.job_id, job.obj, profile))
 
@@ -703,10 +821,29 @@ class BatsimSimulator:
         self._finish(job)
 
     def _finish(self, job: _LiveJob) -> None:
-        self._busy.remove(job.runs)
         self._to_delete.append(job)
         job.actor = None  # its code is over: neither kept alive nor traversed by the GC
         assert job.alloc is not None
+        if self.batsim5 is not None:
+            self.rows.append(
+                jobs_csv.finished_row_v5(
+                    name=job.name,
+                    workload=job.workload,
+                    profile=f"{job.workload}!{job.profile}",
+                    subtime=job.subtime,
+                    res=job.res,
+                    walltime=job.walltime,
+                    state=job.final,
+                    start=job.start,
+                    finish=job.end,
+                    alloc=jobs_csv.alloc_text(job.runs),
+                    dynamic=job.registered,
+                )
+            )
+            code = 0 if job.final == "COMPLETED_SUCCESSFULLY" else -1
+            self._outbox.append(JobCompleted(self._stamp(), job.job_id, job.final, code, job.alloc))
+            return
+        self._busy.remove(job.runs)
         self.rows.append(
             jobs_csv.finished_row(
                 name=job.name,
@@ -743,12 +880,13 @@ class BatsimSimulator:
             raise problem
         alloc = decision.alloc
         runs = runs_of(alloc)  # once: checked, kept for the release and the row
-        problem = problems.allocation(
-            decision, job.job_id, job.res, len(self.hosts), self._busy, runs
-        )
+        # Batsim 5.0.0-rc2 lets jobs share hosts: only Batsim 4 gets the machines in use
+        busy = self._busy if self.batsim5 is None else MachineSet()
+        problem = problems.allocation(decision, job.job_id, job.res, len(self.hosts), busy, runs)
         if problem is not None:
             raise problem
-        self._busy.add(runs)
+        if self.batsim5 is None:
+            self._busy.add(runs)
         self._running += 1
         job.state = _RUNNING
         job.alloc = alloc
@@ -761,6 +899,18 @@ class BatsimSimulator:
             raise InvalidDecision(decision.TYPE, job.job_id, _NOT_WAITING[job.state])
         job.state = _REJECTED
         self._to_delete.append(job)
+        if self.batsim5 is not None:
+            self.rows.append(
+                jobs_csv.rejected_row_v5(
+                    name=job.name,
+                    workload=job.workload,
+                    profile=f"{job.workload}!{job.profile}",
+                    subtime=job.subtime,
+                    res=job.res,
+                    walltime=job.walltime,
+                )
+            )
+            return
         self.rows.append(
             jobs_csv.rejected_row(
                 name=job.name,
@@ -783,25 +933,29 @@ class BatsimSimulator:
                 raise problems.not_running(decision, job_id)
             job.kill_requested = True
             jobs.append(job)
-        if not jobs:
+        if not jobs and self.batsim5 is None:
             return None
         self._killers += 1
         return (CREATE, "killer_process", self._killer(jobs))
 
     def _on_call_me_later(self, decision: CallMeLater) -> Simcall:
         now = self._kernel.now
-        if not decision.when > now:
-            raise problems.call_not_later(decision, now)
+        call_id = getattr(decision, "call_me_later_id", "")
+        if self.batsim5 is None and not decision.when > now:
+            raise problems.call_not_later(decision, now)  # Batsim 5 calls a past time at once
         self._waiters += 1
-        return (CREATE, f"waiter {decision.when:f}", self._waiter(decision.when))
+        return (CREATE, f"waiter {decision.when:f}", self._waiter(decision.when, call_id))
 
     def _on_ready(self, data: None) -> None:
         self._sched_ready = True
         if self._end_sent:
             self._end_ack = True
 
-    def _on_waiting_done(self, data: None) -> None:
-        self._outbox.append(RequestedCall(timestamp=self._stamp()))
+    def _on_waiting_done(self, call_id: str) -> None:
+        if self.batsim5 is not None:
+            self._outbox.append(RequestedCallV5(self._stamp(), call_me_later_id=call_id))
+        else:
+            self._outbox.append(RequestedCall(timestamp=self._stamp()))
         self._waiters -= 1
 
     def _on_killing_done(self, data: tuple[list[_LiveJob], list[_LiveJob], dict]) -> None:
@@ -809,16 +963,24 @@ class BatsimSimulator:
         for job in killed:
             self._running -= 1
             self._finish(job)
-        self._outbox.append(
-            JobKilled(
-                timestamp=self._stamp(),
-                job_ids=[job.job_id for job in jobs],
-                job_progress=progress,
-            )
-        )
+        job_ids = [job.job_id for job in jobs]
+        if self.batsim5 is None:
+            self._outbox.append(JobKilled(self._stamp(), job_ids, progress))
+        else:
+            profiles = None  # forwarded on request, each once, in Batsim's order (by id)
+            if self.batsim5.features.get("forward_profiles_on_jobs_killed", False):
+                named = {f"{job.workload}!{job.profile}": job for job in killed}
+                profiles = [
+                    profile_and_id(name, self._workloads[job.workload].profiles[job.profile])
+                    for name, job in sorted(named.items())
+                ]
+            self._outbox.append(JobKilledV5(self._stamp(), job_ids, progress, profiles))
         self._killers -= 1
 
     def _on_job_registered(self, job: _LiveJob) -> None:
+        if self.batsim5 is not None:  # submitted now, as the server reads it
+            job.subtime = self._kernel.now
+            job.obj = _job_v5(job)
         if self.acknowledge_dynamic_jobs:
             workload = self._workloads[job.workload]
             forwarded = workload.profiles[job.profile] if self.forward_profiles else None
@@ -920,6 +1082,7 @@ class BatsimSimulator:
             res=obj["res"],
             walltime=_walltime(obj),
             subtime=float(obj["subtime"]),
+            registered=True,
         )
         self._live[job_id] = job
         return job
@@ -936,6 +1099,8 @@ class BatsimSimulator:
     # --- SIMULATION_BEGINS --------------------------------------------------------------------
 
     def _begins(self) -> SimulationBegins:
+        if self.batsim5 is not None:
+            return self._begins_v5(self.batsim5)
         return begins_event(
             self.hosts,
             workloads={name: self._paths[i] for i, name in enumerate(self._workloads)},
@@ -944,6 +1109,43 @@ class BatsimSimulator:
             acknowledge_dynamic_jobs=self.acknowledge_dynamic_jobs,
             profile_reuse=self.profile_reuse,
             forward_profiles=self.forward_profiles,
+        )
+
+    def _begins_v5(self, batsim5: Batsim5) -> SimulationBeginsV5:
+        """Batsim 5's SIMULATION_BEGINS: its hosts (one core of 1 Gflops, as the exact
+        platforms have; numbered in Batsim 5's order, which only their names show), the
+        profiles the jobs use (Batsim 5 drops the others when it loads a workload) only if the
+        EDC asked for them, Batsim's command line and version."""
+        hosts = [
+            {"id": i, "name": name, "pstate": 0, "pstate_count": 1, "state": "IDLE"}
+            | {"properties": [], "zone_properties": [], "core_count": 1}
+            | {"computation_speed": [1e9]}
+            for i, name in enumerate(batsim5_host_order(self.hosts))
+        ]
+        profiles: dict[str, dict[str, dict[str, Any]]] = {}
+        if batsim5.features.get("forward_profiles_on_simulation_begins", False):
+            for name, workload in sorted(self._workloads.items()):
+                used = sorted(p for p in workload.profiles if workload.refcount.get(p, 0) > 0)
+                profiles[name] = {p: workload.profiles[p] for p in used}
+        return SimulationBeginsV5(
+            timestamp=0.0,
+            nb_resources=len(hosts),
+            nb_compute_resources=len(hosts),
+            nb_storage_resources=0,
+            allow_compute_sharing=False,
+            allow_storage_sharing=True,
+            config={},
+            compute_resources=hosts,
+            storage_resources=[],
+            workloads={name: self._paths[i] for i, name in enumerate(self._workloads)},
+            profiles=profiles,
+            extra={
+                "batsim_arguments": list(batsim5.arguments),
+                "batsim_execution_context_json": batsim5.execution_context,
+                "external_event_lists": [],
+                "batsim_version": BATSIM5_VERSION,
+                "batsim_commit": BATSIM5_COMMIT,
+            },
         )
 
     # --- the in-process loop ----------------------------------------------------------------
@@ -974,6 +1176,25 @@ class BatsimSimulator:
         if progress is not None:
             progress(workload_jobs_done())
         return count
+
+
+def _job_v5(job: _LiveJob) -> dict[str, Any]:
+    """A job as Batsim 5 reads it from a workload and sends it: its id, submission time,
+    resources, profile, walltime (if any) and ``extra_data`` (the workload's text, or its
+    object as compact JSON); Batsim 5 ignores the job's other fields."""
+    obj: dict[str, Any] = {
+        "id": job.job_id,
+        "subtime": float(job.subtime),
+        "res": job.res,
+        "profile": job.profile,
+    }
+    if job.walltime is not None:
+        obj["walltime"] = float(job.walltime)
+    extra = job.obj.get("extra_data", "")
+    if not isinstance(extra, str):
+        extra = json.dumps(extra, separators=(",", ":"), ensure_ascii=False)
+    obj["extra_data"] = extra
+    return obj
 
 
 def begins_event(

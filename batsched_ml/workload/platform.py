@@ -10,6 +10,7 @@ resource.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -96,3 +97,51 @@ def compute_host_names(path: str | Path) -> list[str]:
     if not names:
         raise PlatformError(f"{path}: no compute host")
     return sorted(names)
+
+
+def batsim5_host_order(names: list[str]) -> list[str]:
+    """The compute hosts in Batsim 5's resource-id order: sorted by name with runs of digits
+    compared as numbers (``host2`` before ``host10``; Batsim 5's
+    ``sort_machines_by_ascending_name``), where Batsim 4 keeps SimGrid's string order."""
+
+    def key(name: str) -> tuple[list[str | int], str]:
+        parts = re.split(r"(\d+)", name)
+        return [int(p) if i % 2 else p for i, p in enumerate(parts)], name
+
+    return sorted(names, key=key)
+
+
+_ZERO_LATENCY = re.compile(r"0*\.?0*\s*[a-z]*")
+
+
+def inexact_links(path: str | Path, *, speed: bool = False) -> str | None:
+    """What keeps a platform from the exact timing the embedded simulator reproduces (links
+    of 1 TBps and latency 0, as the written platforms have), or None: a message between
+    Batsim's actors then takes ``1e-12`` s; with a latency it takes longer, which the
+    simulator does not model. ``speed``: the hosts must compute at 1 Gflops too (Batsim 5
+    reports each host's speed, which the simulator does not read)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise PlatformError(f"{path}: cannot read platform: {exc}") from exc
+    attributes = {"cluster": ("bw", "lat", "bb_bw", "bb_lat"), "link": ("bandwidth", "latency")}
+    if speed:
+        attributes = {"cluster": (*attributes["cluster"], "speed"), "host": ("speed",)} | {
+            "link": attributes["link"]
+        }
+    for element in root.iter():
+        for name in attributes.get(element.tag, ()):
+            value = element.get(name)
+            if value is None:
+                continue
+            if "lat" in name:
+                exact = _ZERO_LATENCY.fullmatch(value) is not None
+            else:
+                exact = value == ("1Gf" if name == "speed" else "1TBps")
+            if not exact:
+                what = element.get("id", element.tag)
+                return (
+                    f"{element.tag} {what}: {name}={value!r} (1TBps, latency 0"
+                    f"{' and 1Gf hosts' if speed else ''} only)"
+                )
+    return None
