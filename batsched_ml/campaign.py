@@ -776,7 +776,7 @@ def run_campaign(
             f"campaigns need Dask and pyarrow, not installed here ({', '.join(missing)}): "
             "pip install 'dask[distributed]' pyarrow"
         )
-    archive.check_fetched((spec.trace for spec in campaign.runs), campaign.trace_dir)
+    shipped.check_fetched((spec.trace for spec in campaign.runs), campaign.trace_dir)
     from dask.distributed import as_completed
 
     check_inputs(campaign)  # before the output folder exists

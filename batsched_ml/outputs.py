@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batsched_ml.textfile import write_text as write_text
+
 if TYPE_CHECKING:  # the writers take these; importing them here would pull the whole scheduler
     import pandas as pd
 
@@ -80,20 +82,6 @@ def read_figure_columns(path: Path) -> pd.DataFrame:
     from batsched_ml.metrics import FIGURE_COLUMNS, read_jobs_csv
 
     return read_jobs_csv(path, columns=FIGURE_COLUMNS)
-
-
-def write_text(path: Path, text: str | Iterable[str]) -> None:
-    """Write ``text`` atomically: a reader sees the old file or the whole new one. ``text``
-    may come in parts (an iterable of strings, written one after the other), so that a large
-    table is never one string in memory."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as handle:
-        if isinstance(text, str):
-            handle.write(text)
-        else:
-            for part in text:
-                handle.write(part)
-    tmp.replace(path)
 
 
 def write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:

@@ -278,13 +278,13 @@ def test_a_campaign_finds_its_traces_in_the_cache(tiny, tmp_path, capsys) -> Non
     with pytest.raises(archive.TraceNotFetched, match="batsched-ml traces fetch TINY-A"):
         run_identity(spec, trace_dir)
     with pytest.raises(archive.TraceNotFetched) as raised:
-        archive.check_fetched(["TINY-A", "TINY-C", "TINY-A", "unknown"], trace_dir)
+        shipped.check_fetched(["TINY-A", "TINY-C", "TINY-A", "unknown"], trace_dir)
     assert str(raised.value) == (
         f"not downloaded (nor in {trace_dir}): TINY-A, TINY-C: "
         "batsched-ml traces fetch TINY-A TINY-C"
     )
     assert main(["traces", "fetch", "-q", "TINY-A"]) == 0
-    archive.check_fetched(["TINY-A"], trace_dir)
+    shipped.check_fetched(["TINY-A"], trace_dir)
     row = run_one(spec, str(trace_dir), str(tmp_path / "runs"))
     assert row["status"] == "done", row
     assert row["jobs"] == 6

@@ -48,7 +48,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from batsched_ml import paper
-    from batsched_ml.workload.archive import check_fetched
 
     traces = args.traces or list(paper.PAPER_TRACES)
     runs = paper.plan(traces, args.policies or paper.POLICIES, args.variants or paper.VARIANTS)
@@ -62,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
             )
         return write_page(args.output, paper.report(summaries, traces))
     trace_dir = Path(args.trace_dir)
-    check_fetched(traces, trace_dir)  # a log not downloaded: one line saying how to fetch it
+    shipped.check_fetched(
+        traces, trace_dir
+    )  # a log not downloaded: one line saying how to fetch it
     missing = [t for t in traces if not shipped.resolve(t, trace_dir).exists()]
     if missing:
         raise FileNotFoundError(f"no {', '.join(missing)} in {trace_dir}")

@@ -60,7 +60,6 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -86,6 +85,11 @@ from batsched_ml.scheduler.correction import MARGIN, Correction
 from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.scheduler.dispatchers import Dispatcher, Easy, Greedy, Planned
 from batsched_ml.scheduler.easy import Reservation
+from batsched_ml.scheduler.parts import HOOKS as HOOKS
+from batsched_ml.scheduler.parts import Component as Component
+from batsched_ml.scheduler.parts import RunningJob as RunningJob
+from batsched_ml.scheduler.parts import WaitingJob as WaitingJob
+from batsched_ml.scheduler.parts import cut_short as cut_short
 from batsched_ml.scheduler.policies import get_policy
 from batsched_ml.scheduler.predictors import Predictor, RequestedTime
 
@@ -105,109 +109,6 @@ class Scheduler(Protocol):
     rejected: list[str]
 
     def handle(self, message: Message) -> Message: ...
-
-
-@dataclass(slots=True)
-class WaitingJob:
-    """A submitted job not yet started, with what the scheduler derived for it.
-
-    ``est`` is the runtime the dispatcher plans with; ``rank_est`` the estimate the policy orders
-    by (the same, except for jobs whose planned runtime is capped, see :mod:`.classified`);
-    ``rank`` puts whole classes of jobs first (0 before 1: small before large).
-    """
-
-    job: Job
-    seq: int
-    est: float
-    res: int
-    subtime: float
-    rank_est: float = 0.0
-    rank: int = 0
-    key: tuple[Any, ...] = ()
-
-
-@dataclass(slots=True)
-class RunningJob:
-    job: Job
-    start: float
-    est: float
-    alloc: Runs
-    entry: WaitingJob | None = None
-    end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
-    corrections: int = 0
-    killed: bool = False  # the scheduler asked Batsim to kill it
-
-
-def cut_short(running: RunningJob, event: JobCompleted) -> bool:
-    """Whether ``running`` ended because the scheduler killed it: such an attempt says nothing
-    of the job's runtime (the predictor and the probabilistic dispatcher do not learn from it)."""
-    return running.killed and event.job_state == "COMPLETED_KILLED"
-
-
-class Component:
-    """A part attached to a :class:`BatchScheduler` through the named hooks of the module
-    docstring. Every hook here does nothing; a component overrides those it needs (only those
-    are called). :attr:`scheduler` is the scheduler it is attached to."""
-
-    scheduler: BatchScheduler
-
-    def attach(self, scheduler: BatchScheduler) -> None:
-        self.scheduler = scheduler
-
-    def on_message(self, message: Message) -> None:
-        return None
-
-    def on_begins(self, event: SimulationBegins) -> None:
-        return None
-
-    def take_submission(self, event: JobSubmitted) -> WaitingJob | None:
-        return None
-
-    def on_admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
-        return None
-
-    def on_started(self, entry: WaitingJob, running: RunningJob, now: float) -> list[Event]:
-        return []
-
-    def on_completed(self, running: RunningJob, event: JobCompleted, now: float) -> None:
-        return None
-
-    def on_requested_call(self, now: float) -> None:
-        return None
-
-    def on_jobs_killed(self, event: JobKilled, now: float) -> None:
-        return None
-
-    def after_events(self, now: float) -> None:
-        return None
-
-    def deferred(self) -> bool:
-        return False
-
-    def may_register_more(self) -> bool:
-        return False
-
-    @property
-    def needs_calendar(self) -> bool:
-        return False
-
-    def set_calendar(self, calendar: dict[str, Any]) -> None:
-        return None
-
-
-HOOKS: tuple[str, ...] = (
-    "on_message",
-    "on_begins",
-    "take_submission",
-    "on_admit",
-    "on_started",
-    "on_completed",
-    "on_requested_call",
-    "on_jobs_killed",
-    "after_events",
-    "deferred",
-    "may_register_more",
-)
 
 
 class BatchScheduler:

@@ -65,8 +65,8 @@ from typing import Any, TypeVar
 from batsched_ml.alloc import MachineSet, Runs
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import JobCompleted
-from batsched_ml.scheduler.core import Component, RunningJob, cut_short
 from batsched_ml.scheduler.easy import Candidate, Reservation, easy_pass
+from batsched_ml.scheduler.parts import Component, RunningJob, cut_short
 
 C = TypeVar("C", bound=Candidate)
 

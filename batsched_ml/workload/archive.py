@@ -304,31 +304,6 @@ def cached(name: str, registry: Iterable[Trace] | None = None) -> Path | None:
     raise TraceNotFetched(fetch_hint(trace))
 
 
-def check_fetched(names: Iterable[str], folder: str | Path | None = None) -> None:
-    """Every one of ``names`` that names a known log is in ``folder`` (``NAME.swf.gz``), shipped
-    or downloaded; else one :class:`TraceNotFetched` line saying how to fetch them all."""
-    from batsched_ml.workload.shipped import resolve
-
-    missing: list[Trace] = []
-    for name in dict.fromkeys(names):
-        try:
-            resolve(name, folder)
-        except TraceNotFetched:
-            missing.append(lookup(name))
-    if not missing:
-        return
-    where = f" (nor in {folder})" if folder is not None else ""
-    fetchable = [trace.name for trace in missing if trace.fetchable]
-    lines = [not_fetchable(trace) for trace in missing if not trace.fetchable]
-    if fetchable:
-        lines.insert(
-            0,
-            f"not downloaded{where}: {', '.join(fetchable)}: "
-            f"batsched-ml traces fetch {' '.join(fetchable)}",
-        )
-    raise TraceNotFetched("; ".join(lines))
-
-
 def content_sha256(path: str | Path) -> str:
     """The SHA-256 of a gzipped file's uncompressed content (of the file itself if it is not
     gzipped); :class:`ChecksumError` if the gzip stream is damaged."""

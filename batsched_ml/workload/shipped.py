@@ -11,7 +11,10 @@ downloaded (``batsched-ml traces fetch NAME``: :mod:`batsched_ml.workload.archiv
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+
+from batsched_ml.workload import archive
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -51,9 +54,30 @@ def resolve(workload: str | Path | None, folder: str | Path | None = None) -> Pa
             trace.name.removesuffix(".swf.gz"),
         ):
             return trace
-    from batsched_ml.workload import archive
-
     known = archive.find(path.name)
     if known is not None and (DATA / known.file).is_file():
         return DATA / known.file  # the short name of a shipped trace (KTH-SP2)
     return archive.cached(path.name) or local or path
+
+
+def check_fetched(names: Iterable[str], folder: str | Path | None = None) -> None:
+    """Every one of ``names`` that names a known log is in ``folder`` (``NAME.swf.gz``), shipped
+    or downloaded; else one :class:`TraceNotFetched` line saying how to fetch them all."""
+    missing: list[archive.Trace] = []
+    for name in dict.fromkeys(names):
+        try:
+            resolve(name, folder)
+        except archive.TraceNotFetched:
+            missing.append(archive.lookup(name))
+    if not missing:
+        return
+    where = f" (nor in {folder})" if folder is not None else ""
+    fetchable = [trace.name for trace in missing if trace.fetchable]
+    lines = [archive.not_fetchable(trace) for trace in missing if not trace.fetchable]
+    if fetchable:
+        lines.insert(
+            0,
+            f"not downloaded{where}: {', '.join(fetchable)}: "
+            f"batsched-ml traces fetch {' '.join(fetchable)}",
+        )
+    raise archive.TraceNotFetched("; ".join(lines))

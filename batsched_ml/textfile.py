@@ -1,0 +1,22 @@
+"""A text file written whole or not at all: the one way the package writes its tables, so that
+a reader (a campaign resuming, ``report``, ``collect``) never takes a half-written file for a
+result. A leaf module: the simulator's job table and the run folder's files both use it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def write_text(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` atomically: a reader sees the old file or the whole new one. ``text``
+    may come in parts (an iterable of strings, written one after the other), so that a large
+    table is never one string in memory."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as handle:
+        if isinstance(text, str):
+            handle.write(text)
+        else:
+            for part in text:
+                handle.write(part)
+    tmp.replace(path)
