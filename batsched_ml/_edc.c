@@ -3,7 +3,7 @@
  * Batsim 5 loads an EDC library (batsim -l LIBRARY INIT_STRING) with dlopen and calls three
  * functions: batsim_edc_init once, batsim_edc_take_decisions with each of its messages,
  * batsim_edc_deinit at the end. This library embeds CPython and hands each call to the Python
- * module batsched_ml.edc, which runs the same scheduler and Batsim 5 codec as
+ * module batsched_ml.serving.edc, which runs the same scheduler and Batsim 5 codec as
  * `batsched-ml serve`: all the protocol is in Python; this file only moves bytes.
  *
  * Serialisation: batsim_edc_init sets the flags to BATSIM_EDC_FORMAT_JSON (the EDC chooses, in
@@ -55,7 +55,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-static PyObject *edc_module = NULL; /* batsched_ml.edc */
+static PyObject *edc_module = NULL; /* batsched_ml.serving.edc */
 static uint8_t *reply = NULL;       /* the last reply, ours until the next call */
 static uint32_t reply_size = 0;
 
@@ -166,7 +166,7 @@ static void print_exception(const char *what) {
     fflush(stderr);
 }
 
-/* Import batsched_ml.edc, this library's package first on sys.path; GIL held. */
+/* Import batsched_ml.serving.edc, this library's package first on sys.path; GIL held. */
 static int import_module(const char *library) {
     char root[PATH_MAX];
     snprintf(root, sizeof root, "%s", library);
@@ -180,9 +180,9 @@ static int import_module(const char *library) {
         return -1;
     }
     Py_DECREF(entry);
-    edc_module = PyImport_ImportModule("batsched_ml.edc");
+    edc_module = PyImport_ImportModule("batsched_ml.serving.edc");
     if (edc_module == NULL) {
-        print_exception("cannot import batsched_ml.edc");
+        print_exception("cannot import batsched_ml.serving.edc");
         return -1;
     }
     return 0;
@@ -194,7 +194,7 @@ static uint8_t keep_reply(PyObject *result, uint8_t **data, uint32_t *size) {
     char *bytes;
     Py_ssize_t length;
     if (result == NULL) {
-        print_exception("batsched_ml.edc failed");
+        print_exception("batsched_ml.serving.edc failed");
         return 1;
     }
     if (result == Py_None) {
@@ -203,7 +203,7 @@ static uint8_t keep_reply(PyObject *result, uint8_t **data, uint32_t *size) {
     }
     if (PyBytes_AsStringAndSize(result, &bytes, &length) != 0 || length >= UINT32_MAX) {
         Py_DECREF(result);
-        print_exception("batsched_ml.edc returned no bytes");
+        print_exception("batsched_ml.serving.edc returned no bytes");
         return 1;
     }
     uint8_t *copy = realloc(reply, (size_t)length + 1);
@@ -270,7 +270,7 @@ EXPORT uint8_t batsim_edc_deinit(void) {
         PyGILState_STATE gil = PyGILState_Ensure();
         PyObject *result = PyObject_CallMethod(edc_module, "deinit", NULL);
         if (result == NULL) {
-            print_exception("batsched_ml.edc.deinit failed");
+            print_exception("batsched_ml.serving.edc.deinit failed");
             code = 1;
         } else {
             code = result == Py_True ? 0 : 1;
@@ -288,7 +288,7 @@ EXPORT uint8_t batsim_edc_deinit(void) {
 static struct PyModuleDef edc_definition = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_edc",
-    .m_doc = "Batsim 5's EDC library of batsched-ml (load it with batsim -l; see batsched_ml.edc).",
+    .m_doc = "Batsim 5's EDC library of batsched-ml (load it with batsim -l; see batsched_ml.serving.edc).",
     .m_size = -1,
 };
 

@@ -7,8 +7,8 @@
 The same replay as ``batsched-ml replay``, with the same outputs: a :class:`Result` holds what the
 command writes into its run folder, read back into pandas tables (``jobs`` is Batsim's
 ``jobs.csv``, ``summary`` is ``summary.json``, and so on), so a notebook and the command line
-never disagree. Settings are :class:`~batsched_ml.replaying.ReplayConfig`'s fields, given as keyword
-arguments (``predictor`` is accepted for the runtime predictor, as on the command line).
+never disagree. Settings are :class:`~batsched_ml.runs.replaying.ReplayConfig`'s fields, given as
+keyword arguments (``predictor`` is accepted for the runtime predictor, as on the command line).
 """
 
 from __future__ import annotations
@@ -64,16 +64,16 @@ def replay(
     shipped trace is also found by its name from any folder
     (:mod:`batsched_ml.workload.shipped`).
 
-    ``config`` is a :class:`~batsched_ml.replaying.ReplayConfig`; ``settings`` are its fields
+    ``config`` is a :class:`~batsched_ml.runs.replaying.ReplayConfig`; ``settings`` are its fields
     (``policy="spf"``, ``variant="classification-idempotent"``, ``predictor="easy++"``,
     ``dispatcher="prb"``, ...), applied over ``config`` when both are given. A classified
     variant trains its weekly forests in process. Invalid settings raise
     :class:`~batsched_ml.errors.ConfigError` with the reason.
     """
-    from batsched_ml.metrics import read_jobs_csv
-    from batsched_ml.outputs import write_replay
-    from batsched_ml.pipeline import load
-    from batsched_ml.replaying import ReplayConfig, run_replay
+    from batsched_ml.results.metrics import read_jobs_csv
+    from batsched_ml.results.outputs import write_replay
+    from batsched_ml.runs.pipeline import load
+    from batsched_ml.runs.replaying import ReplayConfig, run_replay
 
     if config is None:
         config = ReplayConfig(**settings)

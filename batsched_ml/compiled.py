@@ -15,15 +15,15 @@ All are optional (without a C compiler the install goes on and the references ru
 same results, more slowly). A compiled part is used when it was built from the very source
 file beside it: each module knows the SHA-256 of the source it was built from, and an editable
 install whose ``.c`` changed since is not used (a warning says so). ``BATSCHED_ML_KERNEL=python``
-turns every compiled part off. ``run.json`` names what ran (:func:`batsched_ml.runfolder.
+turns every compiled part off. ``run.json`` names what ran (:func:`batsched_ml.results.runfolder.
 code_identity`), and the code digest counts each compiled part's source digest, so a campaign
 never takes a run of one for a run of the other.
 
 A fifth build is not a compiled part of this kind: Batsim 5's decision-component library
-(``batsched_ml._edc``, :mod:`batsched_ml.edc`), which Batsim loads and which embeds Python; it
-has no reference (serving over a socket is the alternative), is built only where libpython is
-a shared library, and is stamped with its source digest the same way (:func:`source_digest`,
-checked by ``batsched-ml edc-library``).
+(``batsched_ml._edc``, :mod:`batsched_ml.serving.edc`), which Batsim loads and which embeds Python;
+it has no reference (serving over a socket is the alternative), is built only where libpython is a
+shared library, and is stamped with its source digest the same way (:func:`source_digest`, checked
+by ``batsched-ml edc-library``).
 """
 
 from __future__ import annotations

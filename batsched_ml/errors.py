@@ -51,7 +51,7 @@ class NotBuilt(UserError):
 
 
 class TransportError(RuntimeError):
-    """The peer went silent, or the connection failed (:mod:`batsched_ml.transport`; here so
+    """The peer went silent, or the connection failed (:mod:`batsched_ml.serving.transport`; here so
     that the command line catches it without importing ZeroMQ for every command): exit 1."""
 
 

@@ -4,7 +4,7 @@ line, the run configuration, campaigns and the pages read.
 Light on purpose (no numpy, pandas or scikit-learn): the command line builds its options and its
 ``--help`` from here before any heavy module is imported. The modules that implement the methods
 (:mod:`batsched_ml.scheduler.policies`, :mod:`~batsched_ml.scheduler.predictors`,
-:mod:`~batsched_ml.scheduler.correction`, :mod:`batsched_ml.replaying`) take their names from
+:mod:`~batsched_ml.scheduler.correction`, :mod:`batsched_ml.runs.replaying`) take their names from
 here and check at import that they implement exactly these.
 """
 
@@ -102,7 +102,7 @@ def run_title(config: Mapping[str, Any]) -> str:
     options first (``fcfs (classification-idempotent; classifier [threshold=0.6])``). The one
     title of a run:
     the command line, ``collect``'s report and the pages print it
-    (:meth:`batsched_ml.replaying.ReplayConfig.title`)."""
+    (:meth:`batsched_ml.runs.replaying.ReplayConfig.title`)."""
     if "estimator" in config:  # runs before the predictor had its name in the configuration
         config = {("predictor" if k == "estimator" else k): v for k, v in config.items()}
     title = f"{config.get('policy')} ({config.get('variant')}"

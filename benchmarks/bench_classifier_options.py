@@ -28,7 +28,7 @@ import time
 
 from _common import KTH, need
 
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 
 SETTINGS: list[dict[str, str]] = [

@@ -16,7 +16,7 @@ import time
 
 from _common import trace_named
 
-from batsched_ml.replaying import ReplayConfig, ReplayResult, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, run_replay
 from batsched_ml.sim import csim
 from batsched_ml.workload.io import load_workload
 

@@ -14,9 +14,9 @@ import time
 
 from _common import KTH, need
 
-import batsched_ml.replaying as replay
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, run_replay
+import batsched_ml.runs.replaying as replay
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.cph import ConstraintPlanner
 from batsched_ml.workload.io import load_workload
 

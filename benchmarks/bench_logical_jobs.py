@@ -23,7 +23,7 @@ from typing import Any
 
 from _common import trace_named
 
-from batsched_ml import metrics
+from batsched_ml.results import metrics
 
 
 def table_of(trace: str, folder: Path) -> Path:

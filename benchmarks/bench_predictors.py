@@ -17,8 +17,8 @@ from pathlib import Path
 
 from _common import KTH, need
 
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.predictors import PREDICTORS
 from batsched_ml.workload.io import load_workload
 

@@ -13,8 +13,8 @@ import time
 
 from _common import HPC2N, KTH, need, peak_rss_mib
 
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from _common import HPC2N, need
 
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.trainer.client import RemoteTrainer
 from batsched_ml.trainer.process import start_trainer
 from batsched_ml.workload.io import load_workload

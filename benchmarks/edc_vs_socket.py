@@ -8,7 +8,7 @@ The same frames (the recorded Batsim messages of ``tests/data/batsim5-reference/
 * ``socket``: ``batsched-ml serve`` in its own process, fed over ZeroMQ by a C client that does
   what Batsim 5 does (``benchmarks/edc_socket_client.c``: a REQ socket, the init frame, each
   message sent and its reply awaited; pyzmq's libzmq), which times its calls;
-* ``in-process``: :class:`batsched_ml.edc.LibraryRun` called from Python here, the codec and the
+* ``in-process``: :class:`batsched_ml.serving.edc.LibraryRun` called from Python here, the codec and the
   scheduler with no transport at all (what both modes share).
 
 Every mode's replies are checked against the recorded decisions. Printed per mode: the median
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from batsched_ml.cli.edc_library import library_path  # noqa: E402
-from batsched_ml.edc import LibraryRun  # noqa: E402
+from batsched_ml.serving.edc import LibraryRun  # noqa: E402
 from tests.test_batsim5 import messages  # noqa: E402
 from tests.test_edc_library import (  # noqa: E402
     batsim_frames,

@@ -26,7 +26,8 @@ WRAPPER = """
 import atexit, contextlib, gc, json, sys
 mode = sys.argv.pop(1)
 if mode == "load-only":
-    from batsched_ml import gc_control, replaying
+    from batsched_ml import gc_control
+    from batsched_ml.runs import replaying
 
     @contextlib.contextmanager
     def alive_frozen():

@@ -21,8 +21,8 @@ from typing import Any
 
 from _common import ROOT, trace_named
 
-from batsched_ml import replaying
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.runs import replaying
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 
 #: the options measured: (label, dispatcher, its options)

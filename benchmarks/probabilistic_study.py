@@ -29,9 +29,9 @@ from typing import Any
 import pandas as pd
 from _common import ROOT, trace_named
 
-from batsched_ml.metrics import summarize
-from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.report.gap import estimate
+from batsched_ml.results.metrics import summarize
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.sim.jobs_csv import HEADER
 from batsched_ml.workload.io import load_workload
 from batsched_ml.workload.shake import shake

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from _common import KTH, TRACES
 
-from batsched_ml.metrics import summarize
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.results.metrics import summarize
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 
 HOURS = [None, 12, 24, 48, 72, 168]

@@ -24,7 +24,7 @@ from batsched_ml.job import Job
 from batsched_ml.predict.features import FeatureTracker
 from batsched_ml.predict.forest import ForestParams, train_forest
 from batsched_ml.predict.training import WEEK
-from batsched_ml.replaying import ReplayConfig, calendar_of, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, calendar_of, run_replay
 from batsched_ml.workload.io import load_workload
 
 CANDIDATES = {

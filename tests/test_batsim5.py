@@ -51,8 +51,8 @@ from batsched_ml.protocol.framing_v5 import (
     protocol_of,
     split_hello,
 )
-from batsched_ml.replaying import ReplayConfig, make_scheduler
-from batsched_ml.transport_v5 import features_for, serve
+from batsched_ml.runs.replaying import ReplayConfig, make_scheduler
+from batsched_ml.serving.transport_v5 import features_for, serve
 from tests.conftest import ROOT, SHARED
 from tests.test_cli import CMD, free_port
 
@@ -417,7 +417,7 @@ class FakeBatsim5:
 
 
 class Serving:
-    """:func:`batsched_ml.transport_v5.serve` in a thread, on a free port (``endpoint``);
+    """:func:`batsched_ml.serving.transport_v5.serve` in a thread, on a free port (``endpoint``);
     ``outcome``: its ``count`` and ``protocol``, or the ``error`` it raised."""
 
     def __init__(self, handler: Any, **kwargs: Any) -> None:
@@ -562,7 +562,7 @@ def test_a_classified_run_through_batsim_5_json_makes_batsim_4s_decisions() -> N
     messages written as Batsim 5 JSON, the scheduler's replies too, both read back; the
     scheduler decides as it does over Batsim 4 (the kill at the divider, the resubmitted
     job's profile and job registered, acknowledged and run, the registration finished)."""
-    from batsched_ml.replaying import calendar_of, make_peer_simulator, run_replay
+    from batsched_ml.runs.replaying import calendar_of, make_peer_simulator, run_replay
     from tests.test_classified import SCENARIO, FixedTrainer
 
     config = ReplayConfig(policy="fcfs", variant="classification-idempotent")

@@ -24,7 +24,7 @@ import zmq
 from batsched_ml.cli import main
 from batsched_ml.protocol.codec_v5 import Batsim5Codec, batsim_json, fixed
 from batsched_ml.protocol.framing_v5 import init_data
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.sim import jobs_csv, simulator
 from batsched_ml.sim.simulator import BATSIM5_COMMIT, Batsim5, BatsimSimulator
 from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
@@ -441,7 +441,7 @@ def test_collect_takes_a_batsim_5_run(tmp_path: Path) -> None:
     """``serve`` (protocol auto) and the stand-in in Batsim 5 mode, then ``collect``: the
     recorded job table, the protocol recorded as spoken; a Batsim 5's version is read from its
     ``PREFIXschedule.json`` as written."""
-    from batsched_ml.collect import _batsim_version
+    from batsched_ml.serving.collect import _batsim_version
 
     name = "easy_backfill"
     (tmp_path / "w.json").write_text(text(name, "workload.json"))
@@ -504,7 +504,7 @@ def test_collect_takes_a_batsim_5_run(tmp_path: Path) -> None:
 def test_a_hello_the_stand_in_cannot_take_is_a_protocol_error() -> None:
     from batsched_ml.protocol.codec import ProtocolError
     from batsched_ml.protocol.framing_v5 import hello_frame
-    from batsched_ml.transport_v5 import hello_of
+    from batsched_ml.serving.transport_v5 import hello_of
 
     def hello(features: dict[str, Any]) -> str:
         event = {"requested_simulation_features": features}

@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from batsched_ml.campaign import (
+from batsched_ml.cli import main
+from batsched_ml.experiments.campaign import (
     CampaignError,
     RunSpec,
     expand,
@@ -21,7 +22,6 @@ from batsched_ml.campaign import (
     run_identity,
     run_one,
 )
-from batsched_ml.cli import main
 from batsched_ml.report.data import find_runs
 from batsched_ml.workload.io import load_workload
 from tests.conftest import KTH, ROOT
@@ -309,7 +309,7 @@ def test_local_workers_keep_dask_s_shutdown_noise_off_the_terminal(tmp_path, mon
     successful campaign); the environment is left as it was."""
     import logging
 
-    from batsched_ml.campaign import _client
+    from batsched_ml.experiments.campaign import _client
 
     monkeypatch.delenv("DASK_LOGGING__DISTRIBUTED", raising=False)
     small_trace(tmp_path / "traces")
@@ -352,7 +352,7 @@ workers = 1
 
 
 def test_runs_are_submitted_longest_first(tmp_path: Path) -> None:
-    from batsched_ml.campaign import longest_first
+    from batsched_ml.experiments.campaign import longest_first
 
     # the cost of a run: its trace's size, times 8 for a variant that trains a forest
     (tmp_path / "small.swf.gz").write_bytes(b"x" * 100)
@@ -491,7 +491,7 @@ workers = 1
 
 
 def test_traces_are_named_or_given_by_path(tmp_path: Path) -> None:
-    from batsched_ml.campaign import trace_entry
+    from batsched_ml.experiments.campaign import trace_entry
 
     folder = tmp_path / "t"
     assert trace_entry("KTH-SP2-1996-2.1-cln", folder) == ("KTH-SP2-1996-2.1-cln", "")
@@ -599,7 +599,7 @@ def test_a_campaign_sets_backfilling_and_the_starvation_threshold(tmp_path: Path
 
 
 def test_the_reference_of_campaign_keys_lists_every_key() -> None:
-    from batsched_ml.campaign import CAMPAIGN_KEYS, DASK_KEYS
+    from batsched_ml.experiments.campaign import CAMPAIGN_KEYS, DASK_KEYS
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "campaigns.md").read_text()
     reference = page[page.index("## Campaign file reference") :]
@@ -617,7 +617,7 @@ def test_a_results_row_names_its_run_whatever_table_it_comes_from() -> None:
     """Rows of a results table written before backfilling and the starvation threshold were
     campaign keys, and rows read back by pandas (NaN for None and empty texts), name the same
     runs as the specs that made them."""
-    from batsched_ml.campaign import spec_of_row
+    from batsched_ml.experiments.campaign import spec_of_row
 
     old = {
         "trace": "t",
@@ -641,6 +641,6 @@ def test_a_results_row_names_its_run_whatever_table_it_comes_from() -> None:
 
 
 def load_spec_default():
-    from batsched_ml.campaign import RunSpec
+    from batsched_ml.experiments.campaign import RunSpec
 
     return RunSpec("t", "fcfs", "base")

@@ -139,8 +139,8 @@ def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
 def test_serve_warns_loudly_without_any_calendar(tmp_path: Path, capsys) -> None:
     from batsched_ml.predict.forest import ForestParams
     from batsched_ml.protocol.events import Message, SimulationBegins
-    from batsched_ml.replaying import ReplayConfig, make_scheduler
-    from batsched_ml.served import ServedRun
+    from batsched_ml.runs.replaying import ReplayConfig, make_scheduler
+    from batsched_ml.serving.served import ServedRun
 
     config = ReplayConfig(variant="classification", forest=ForestParams(n_estimators=2))
     run = ServedRun(make_scheduler(config))

@@ -11,7 +11,7 @@ import pytest
 from batsched_ml.errors import ConfigError
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.training import WeeklyModel
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler import classified
 from batsched_ml.scheduler.classified import COST_GRID, CostSample, choose_threshold
 from tests.test_classified import rows, workload
@@ -336,7 +336,7 @@ def test_drift_monitor_needs_a_trainer_that_trains_any_time() -> None:
 def test_shipped_campaign_loads() -> None:
     from pathlib import Path
 
-    from batsched_ml.campaign import load_campaign
+    from batsched_ml.experiments.campaign import load_campaign
 
     path = Path(__file__).resolve().parents[1] / "campaigns" / "closing-the-gap-options.toml"
     campaign = load_campaign(path)

@@ -3,7 +3,7 @@ its reference, the Python simulator, and against real Batsim's recordings.
 
 Both simulators are driven by the same Python scheduler; every comparison is of whole files,
 byte for byte (``jobs.csv``, ``predictions.csv``, ``summary.json`` written by
-:func:`batsched_ml.outputs.write_replay`), and of the messages themselves: every message the
+:func:`batsched_ml.results.outputs.write_replay`), and of the messages themselves: every message the
 scheduler received, event by event. The workloads: the shipped trace under every policy and
 the related work's parts, random workloads built to reach what is hard to get right (SimGrid's
 clock drifting off the integers, bursts of equal submission times, ids whose string order is not
@@ -32,7 +32,6 @@ import pytest
 from procset import ProcSet
 
 from batsched_ml import compiled
-from batsched_ml.outputs import write_replay
 from batsched_ml.protocol.events import (
     CallMeLater,
     Event,
@@ -46,7 +45,8 @@ from batsched_ml.protocol.events import (
     RejectJob,
     SetJobMetadata,
 )
-from batsched_ml.replaying import ReplayConfig, ReplayResult, make_scheduler, run_replay
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, make_scheduler, run_replay
 from batsched_ml.sim import csim, jobs_csv
 from batsched_ml.sim.simulator import InvalidDecision, SimulationError
 from tests.conftest import REFERENCE, SHARED, workload_head

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from batsched_ml.cli import build_parser
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 from tests.conftest import KTH, ROOT
 
@@ -441,7 +441,7 @@ def test_the_experiment_records_the_batsim_version_as_written(tmp_path: Path) ->
     Batsim's master branch calls itself ``commit SHA (built by Nix from master branch)``, and
     whether batsched-ml can work with a Batsim is judged by the protocol it speaks (its first
     message, in ``serve``: tests/test_peer_faults.py)."""
-    from batsched_ml.collect import _batsim_version
+    from batsched_ml.serving.collect import _batsim_version
 
     jobs = tmp_path / "batsim_jobs.csv"
     assert _batsim_version(jobs) is None  # the stand-in writes no schedule file

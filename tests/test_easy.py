@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from batsched_ml.alloc import MachineSet, procset_of_runs
-from batsched_ml.metrics import max_machines_in_use, read_jobs_csv
 from batsched_ml.protocol.events import (
     ExecuteJob,
     JobCompleted,
@@ -19,6 +18,7 @@ from batsched_ml.protocol.events import (
     Message,
     RequestedCall,
 )
+from batsched_ml.results.metrics import max_machines_in_use, read_jobs_csv
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.easy import easy_pass, reservation_for
 from batsched_ml.scheduler.predictors import ActualRuntime
@@ -220,7 +220,7 @@ def test_fcfs_reservations_hold_with_requested_times(tmp_path) -> None:
 
 
 def _replay_rows(workload: dict[str, Any], config: Any, incremental: bool, monkeypatch) -> Any:
-    from batsched_ml.replaying import run_replay
+    from batsched_ml.runs.replaying import run_replay
     from batsched_ml.scheduler import dispatchers
 
     original = dispatchers.Easy.__init__
@@ -255,7 +255,7 @@ def test_the_pass_after_a_pass_decides_as_the_whole_walk(settings, monkeypatch) 
     """The pass that tests only the jobs queued since the previous one (nothing else having
     changed) starts exactly what a walk of the whole queue starts: the same job table on the
     first 3,000 jobs of KTH-SP2, and the shortcut was taken in a good share of the passes."""
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
     from batsched_ml.scheduler import easy
     from batsched_ml.workload.io import load_workload
     from batsched_ml.workload.shipped import resolve
@@ -281,7 +281,7 @@ def test_the_pass_after_a_pass_decides_as_the_whole_walk(settings, monkeypatch) 
 
 @pytest.mark.parametrize("policy", ["fcfs", "spf", "saf"])
 def test_the_pass_after_a_pass_on_random_workloads(policy: str, monkeypatch) -> None:
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
 
     rng = random.Random(f"after-{policy}")
     for _ in range(10):

@@ -5,7 +5,7 @@ A C driver (``tests/edc_driver.c``, compiled here with the system's ``cc``) does
 RTLD_DEEPBIND``), the three symbols by ``dlsym``, ``batsim_edc_init`` with the init string, then
 ``batsim_edc_take_decisions`` with each recorded Batsim message (the JSON text and its NUL),
 ``batsim_edc_deinit``. The replies must be the recorded decisions, message by message, as
-``serve``'s are in ``tests/test_batsim5.py``. Its Python side (:mod:`batsched_ml.edc`) and the
+``serve``'s are in ``tests/test_batsim5.py``. Its Python side (:mod:`batsched_ml.serving.edc`) and the
 init string are also tested without the library.
 
 Without the library these tests fail where ``BATSCHED_ML_REQUIRE_COMPILED=1`` is set (CI, which
@@ -26,14 +26,14 @@ from typing import Any
 
 import pytest
 
-from batsched_ml import edc
 from batsched_ml.cli import edc_library as cli_edc
 from batsched_ml.cli import main
 from batsched_ml.errors import ConfigError
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.protocol.codec_v5 import requested_features
 from batsched_ml.protocol.framing_v5 import batsim_frame
-from batsched_ml.replaying import ReplayConfig
+from batsched_ml.runs.replaying import ReplayConfig
+from batsched_ml.serving import edc
 from tests.conftest import ROOT
 from tests.test_batsim5 import CASES, config_of, messages
 
@@ -275,7 +275,7 @@ def test_a_completion_of_a_job_never_started_fails_the_call(
 
 
 def test_the_module_answers_as_serve() -> None:
-    """batsched_ml.edc's three calls (what the library calls) on easy_backfill."""
+    """batsched_ml.serving.edc's three calls (what the library calls) on easy_backfill."""
     assert edc.init(init_of(config_of(True)).encode()) is not None
     try:
         replies = [edc.take_decisions(frame) for frame in batsim_frames("easy_backfill")]
@@ -377,7 +377,7 @@ def test_an_init_string_of_a_few_settings_takes_the_defaults_for_the_others() ->
 def test_a_setting_that_cannot_be_used_is_refused(text: str, says: str) -> None:
     with pytest.raises(ConfigError) as error:
         config = edc.config_of_init(text)
-        from batsched_ml.replaying import make_scheduler
+        from batsched_ml.runs.replaying import make_scheduler
 
         make_scheduler(config)
     assert says in str(error.value)

@@ -1,6 +1,6 @@
 """A run never records a setting it did not apply: settings nothing reads are refused.
 
-The scheduler is built from the run's configuration by :func:`batsched_ml.replaying.
+The scheduler is built from the run's configuration by :func:`batsched_ml.runs.replaying.
 make_scheduler`, which notes which fields its parts read; a field set away from its default
 that nothing read fails the run with one line naming it. A new field added to
 :class:`ReplayConfig` and not wired is therefore refused, never silently dropped, and a setting
@@ -16,7 +16,7 @@ import pytest
 
 from batsched_ml.errors import ConfigError
 from batsched_ml.predict.params import ForestParams
-from batsched_ml.replaying import ReplayConfig, make_scheduler, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, make_scheduler, run_replay
 from tests.conftest import workload_head
 
 
@@ -76,7 +76,7 @@ def test_a_plug_in_order_identical_to_fcfs_gives_fcfs_job_table(
     """A new queue order is decided by the same scheduler and simulated by the same simulator
     as FCFS: the same job table, byte for byte (and, measured by benchmarks/speed_table.py's
     hpc2n-plugin row, in FCFS's time)."""
-    from batsched_ml.outputs import write_replay
+    from batsched_ml.results.outputs import write_replay
 
     workload = workload_head(kth_workload, 3000)
     fcfs = run_replay(workload, ReplayConfig())

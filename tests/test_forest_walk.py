@@ -159,7 +159,7 @@ def test_classified_replays_are_identical_with_and_without_the_compiled_parts(
 
     path = tmp_path / "w.json"
     path.write_text(json.dumps(workload_head(kth_workload, 3000)))
-    from batsched_ml.runfolder import code_identity
+    from batsched_ml.results.runfolder import code_identity
 
     for name, value in (("compiled", ""), ("python", "python")):
         monkeypatch.setenv(compiled.VARIABLE, value)

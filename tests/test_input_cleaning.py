@@ -10,8 +10,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from batsched_ml.campaign import RunSpec, run_one
 from batsched_ml.cli import main
+from batsched_ml.experiments.campaign import RunSpec, run_one
 from tests.test_cli import CMD, free_port
 
 HEADER = """; Version: 2.2
@@ -106,7 +106,7 @@ def test_a_campaign_run_records_them_and_the_campaign_says_them(tmp_path: Path, 
     assert summary["input_cleaning"] == run["input_cleaning"] == EXPECTED
     import pandas as pd
 
-    from batsched_ml.campaign import dropped_by_trace
+    from batsched_ml.experiments.campaign import dropped_by_trace
 
     table = pd.DataFrame([row_])
     assert dropped_by_trace(table, tmp_path / "o") == {"dirty": EXPECTED}

@@ -23,9 +23,14 @@ import pytest
 from procset import ProcSet
 
 from batsched_ml.alloc import mask_of
-from batsched_ml.metrics import RESUBMIT_SUFFIX, logical_jobs, max_machines_in_use, read_jobs_csv
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.results.metrics import (
+    RESUBMIT_SUFFIX,
+    logical_jobs,
+    max_machines_in_use,
+    read_jobs_csv,
+)
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.workload.io import load_workload
 from tests.conftest import TRACES, workload_head

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from batsched_ml.metrics import bounded_slowdown, max_machines_in_use, summarize
+from batsched_ml.results.metrics import bounded_slowdown, max_machines_in_use, summarize
 from batsched_ml.sim.jobs_csv import HEADER
 
 TABLE = (
@@ -63,7 +63,7 @@ def test_max_machines_in_use_frees_before_it_takes() -> None:
 
 
 def test_month_labels_are_strftime_s_formatted_once_per_month() -> None:
-    from batsched_ml.metrics import month_labels
+    from batsched_ml.results.metrics import month_labels
 
     rng = np.random.default_rng(0)
     submission = pd.Series(np.sort(rng.uniform(0, 3 * 365 * 86_400.0, 5000)), name="s")
@@ -79,7 +79,7 @@ def test_logical_jobs_fold_attempts_in_final_order() -> None:
     """Attempts given out of order: a job killed twice, a resubmission whose original row is
     missing, a rejected job, a job killed for good; rows come in the order of a stable sort on
     (killed, finish time), each with its original name, submission and wasted area."""
-    from batsched_ml.metrics import logical_jobs, read_jobs_csv
+    from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
 
     columns = (
         "job_id,workload_name,submission_time,requested_number_of_resources,final_state,"
@@ -123,7 +123,7 @@ def test_logical_jobs_fold_attempts_in_final_order() -> None:
 
 
 def test_logical_jobs_refuse_a_row_without_an_id() -> None:
-    from batsched_ml.metrics import logical_jobs, read_jobs_csv
+    from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
 
     text = (
         "job_id,workload_name,submission_time,requested_number_of_resources,final_state,"

@@ -1,11 +1,11 @@
 """The figures the hand-written analysis quotes are filled from the page's own runs
-(``batsched_ml.paper.fill_figures``), so that the prose cannot keep an older run's numbers."""
+(``batsched_ml.experiments.paper.fill_figures``), so that the prose cannot keep an older run's numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from batsched_ml.paper import FigureError, fill_figures, report
+from batsched_ml.experiments.paper import FigureError, fill_figures, report
 
 TRACES = ["KTH-SP2-1996-2.1-cln", "CTC-SP2-1996-3.1-cln"]
 

@@ -23,7 +23,7 @@ from batsched_ml.protocol.events import (
     RequestedCall,
     SimulationBegins,
 )
-from batsched_ml.replaying import ReplayConfig, make_scheduler, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, make_scheduler, run_replay
 from batsched_ml.scheduler.classified import Classifier, ClassifyingScheduler, Safeguard
 from batsched_ml.scheduler.core import BatchScheduler, Component, RunningJob, WaitingJob
 from batsched_ml.scheduler.cph import ConstraintPlanner

@@ -16,7 +16,7 @@ import zmq
 
 from batsched_ml.protocol.codec import dump_message, parse_message
 from batsched_ml.protocol.events import JobSubmitted, Message
-from batsched_ml.replaying import ReplayConfig, make_peer_simulator, make_scheduler
+from batsched_ml.runs.replaying import ReplayConfig, make_peer_simulator, make_scheduler
 from batsched_ml.scheduler.core import SchedulerError
 from batsched_ml.sim.simulator import BatsimSimulator
 from tests.conftest import KTH, ROOT, workload_head

@@ -12,7 +12,7 @@ from batsched_ml.cli import UsageError, build_parser
 from batsched_ml.errors import ConfigError
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import ExecuteJob, JobCompleted, Message
-from batsched_ml.replaying import MeasuredPredictor, ReplayConfig, make_scheduler
+from batsched_ml.runs.replaying import MeasuredPredictor, ReplayConfig, make_scheduler
 from batsched_ml.scheduler.core import BatchScheduler
 from batsched_ml.scheduler.policies import get_policy
 from batsched_ml.scheduler.predictors import make_predictor, predictor_kwargs

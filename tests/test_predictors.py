@@ -11,7 +11,7 @@ import pytest
 from batsched_ml.alloc import MachineSet
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import ExecuteJob, JobSubmitted, Message
-from batsched_ml.replaying import ReplayConfig, make_scheduler
+from batsched_ml.runs.replaying import ReplayConfig, make_scheduler
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import Correction, get_correction
 from batsched_ml.scheduler.easy import easy_pass
@@ -219,7 +219,7 @@ def test_under_prb_a_starving_head_still_gets_its_reservation() -> None:
 
 
 def test_apa_mae_and_ur_by_hand() -> None:
-    from batsched_ml.metrics import prediction_quality
+    from batsched_ml.results.metrics import prediction_quality
 
     quality = prediction_quality([50, 200, 100, 0], [100, 100, 100, 10])
     # APA: 50/100, 100/200, 1, 0/10 -> mean 0.5; MAE: (50 + 100 + 0 + 10) / 4; UR: 2 of 4
@@ -228,9 +228,9 @@ def test_apa_mae_and_ur_by_hand() -> None:
 
 
 def test_a_replay_reports_each_prediction_and_its_quality(kth_workload, tmp_path) -> None:
-    from batsched_ml.metrics import prediction_quality
-    from batsched_ml.outputs import write_replay
-    from batsched_ml.replaying import run_replay
+    from batsched_ml.results.metrics import prediction_quality
+    from batsched_ml.results.outputs import write_replay
+    from batsched_ml.runs.replaying import run_replay
     from tests.conftest import workload_head
 
     workload = workload_head(kth_workload, 800)

@@ -13,11 +13,11 @@ import pytest
 
 from batsched_ml import registry
 from batsched_ml.alloc import MachineSet
-from batsched_ml.campaign import expand, load_campaign
 from batsched_ml.cli import main
 from batsched_ml.errors import ConfigError
+from batsched_ml.experiments.campaign import expand, load_campaign
 from batsched_ml.job import Job
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.dispatchers import make_dispatcher, planner_kwargs
 from batsched_ml.scheduler.easy import easy_pass
 from batsched_ml.scheduler.probabilistic import Probabilistic
@@ -231,7 +231,7 @@ def test_with_classes_the_killed_attempt_is_not_learned_from() -> None:
 
 
 def test_summary_counts_the_risky_starts(tmp_path: Path) -> None:
-    from batsched_ml.outputs import write_replay
+    from batsched_ml.results.outputs import write_replay
 
     config = ReplayConfig(dispatcher="probabilistic", dispatcher_params=PARAMS)
     summary = write_replay(run_replay(scenario(20), config), tmp_path)
@@ -370,7 +370,7 @@ def test_on_a_kth_slice_it_trades_head_delays_for_backfills_and_kills_nothing(
 def test_the_pages_kth_figures_come_from_this_code(kth_workload: dict) -> None:
     """The study's KTH-SP2 rows (the trace itself, FCFS and SPF, the defaults) replayed again:
     the page's figures are this dispatcher's, not an older one's."""
-    from batsched_ml.metrics import summarize
+    from batsched_ml.results.metrics import summarize
 
     root = Path(__file__).resolve().parents[1]
     rows = json.loads((root / "benchmarks/results/probabilistic-study.json").read_text())

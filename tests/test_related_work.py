@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from batsched_ml.campaign import load_campaign
 from batsched_ml.cli import main
+from batsched_ml.experiments.campaign import load_campaign
 from batsched_ml.report.related_work import collect, render
 
 CAMPAIGN = """

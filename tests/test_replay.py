@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from batsched_ml.metrics import max_machines_in_use, read_jobs_csv
-from batsched_ml.outputs import write_replay
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.results.metrics import max_machines_in_use, read_jobs_csv
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from tests.conftest import workload_head
 
 SLICE = 3000  # the first 3,000 KTH-SP2 jobs: about a month, queues of up to ~100 jobs
@@ -140,7 +140,7 @@ def test_tables_are_written_as_pandas_writes_them(tmp_path: Path) -> None:
     import numpy as np
     import pandas as pd
 
-    from batsched_ml.outputs import _table_csv, write_table_csv
+    from batsched_ml.results.outputs import _table_csv, write_table_csv
 
     def written(table: pd.DataFrame, rows_per_part: int) -> str:
         write_table_csv(tmp_path / "t.csv", table, rows_per_part=rows_per_part)
@@ -177,7 +177,7 @@ def test_float_texts_and_lookups_are_pandas_own() -> None:
     import numpy as np
     import pandas as pd
 
-    from batsched_ml.outputs import _float_texts, _mapped
+    from batsched_ml.results.outputs import _float_texts, _mapped
 
     rng = np.random.default_rng(3)
     bits = rng.integers(0, 2**64 - 1, 200_000, dtype=np.uint64, endpoint=True)

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from batsched_ml.cli import main
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.report import data, figures
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from tests.conftest import workload_head
 
 VARIANTS = ("base", "classification-idempotent", "class-clairvoyant")
@@ -141,8 +141,8 @@ def test_evalys_reads_our_job_table_and_draws_its_gantt_chart(runs_dir, tmp_path
 
 
 def test_a_run_s_title_names_the_methods_it_used() -> None:
-    from batsched_ml.collect import run_title
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
+    from batsched_ml.serving.collect import run_title
 
     def title(**config) -> str:
         return run_title(ReplayConfig(**config).as_dict())

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from batsched_ml.cli import main
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, run_replay
 from batsched_ml.report import figures
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from tests.conftest import workload_head
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")

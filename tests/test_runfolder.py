@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from batsched_ml.campaign import RunSpec, run_identity, run_one
 from batsched_ml.cli import main
-from batsched_ml.runfolder import (
+from batsched_ml.experiments.campaign import RunSpec, run_identity, run_one
+from batsched_ml.results.runfolder import (
     COMPLETE,
     OutputFolderError,
     RunIdentity,
@@ -194,7 +194,7 @@ def test_the_code_identity_names_the_kernel_and_a_run_of_one_is_not_one_of_the_o
     """The simulator's kernel is part of the code that made a run: ``run.json`` says which ran,
     and the source digest differs between the compiled one (its C source's digest counts) and
     the pure-Python one, so a campaign resuming under the other kernel replays the run again."""
-    from batsched_ml.runfolder import code_identity, same_code
+    from batsched_ml.results.runfolder import code_identity, same_code
     from batsched_ml.sim import simgrid
 
     def identity(kernel: str) -> dict:

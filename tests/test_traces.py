@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from batsched_ml.campaign import RunSpec, run_identity, run_one
 from batsched_ml.cli import main
+from batsched_ml.experiments.campaign import RunSpec, run_identity, run_one
 from batsched_ml.workload import archive, shipped
 from tests.conftest import TRACES as SHARED_TRACES
 

@@ -20,10 +20,10 @@ import zmq
 from sklearn.ensemble import RandomForestClassifier
 
 from batsched_ml.errors import ConfigError
-from batsched_ml.outputs import write_replay
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
-from batsched_ml.replaying import ReplayConfig, run_replay
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.trainer.client import RemoteTrainer
 from batsched_ml.trainer.process import free_tcp_endpoint, trainer_command
 from batsched_ml.trainer.schema import encode
@@ -508,7 +508,7 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
     again; every job finishes exactly once."""
     import signal
 
-    from batsched_ml.metrics import logical_jobs, read_jobs_csv
+    from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
     from batsched_ml.trainer.process import TrainerProcess
 
     params = ForestParams()
@@ -623,7 +623,7 @@ def test_an_interrupt_while_the_side_trainer_starts_stops_it(
     """Ctrl-C (or SIGTERM) landing after the trainer process started but before the run got
     its client used to leave the process running, an orphan: it is killed like any other
     interrupted run's trainer."""
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
     from batsched_ml.trainer import client, lifecycle, process
 
     made: list = []
@@ -667,7 +667,7 @@ def test_a_signal_inside_the_trainer_process_spawn_orphans_nothing(
     ``Popen``; the run must still end with KeyboardInterrupt and the child must be gone."""
     import signal
 
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
     from batsched_ml.trainer import lifecycle, process
 
     spawned: list[subprocess.Popen] = []

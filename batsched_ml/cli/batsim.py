@@ -65,9 +65,9 @@ def run(args: argparse.Namespace) -> int:
         return run_batsim5(args)
     if args.init_string:
         raise ConfigError("--init-string is Batsim 5's (--protocol 5)")
+    from batsched_ml.serving.transport import run_batsim_peer
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import BatsimSimulator
-    from batsched_ml.transport import run_batsim_peer
     from batsched_ml.workload.io import load_workload, report_dropped
     from batsched_ml.workload.platform import compute_host_names, inexact_links
 
@@ -110,9 +110,9 @@ def run_batsim5(args: argparse.Namespace) -> int:
     features it requests set the simulation up), then Batsim 5's messages; ``PREFIXjobs.csv``
     as Batsim 5 names and writes it. Batsim 4's flags for dynamic jobs and profiles are EDC
     features in Batsim 5: refused here. Only the exact platforms are simulated."""
+    from batsched_ml.serving.transport_v5 import run_batsim5_peer
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import Batsim5, BatsimSimulator
-    from batsched_ml.transport_v5 import run_batsim5_peer
     from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
     from batsched_ml.workload.io import is_swf, load_workload, report_dropped
     from batsched_ml.workload.platform import compute_host_names, inexact_links

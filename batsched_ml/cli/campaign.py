@@ -26,7 +26,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from batsched_ml.campaign import check_inputs, dropped_by_trace, load_campaign, run_campaign
+    from batsched_ml.experiments.campaign import (
+        check_inputs,
+        dropped_by_trace,
+        load_campaign,
+        run_campaign,
+    )
     from batsched_ml.workload.io import print_dropped
 
     campaign = load_campaign(args.config)

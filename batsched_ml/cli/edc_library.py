@@ -2,7 +2,7 @@
 
 Batsim 5 runs a decision component either as a process behind a socket (``batsched-ml serve``)
 or as a shared library it loads itself: ``batsim ... -l LIBRARY INIT_STRING``. The library
-(``batsched_ml/_edc.c``, :mod:`batsched_ml.edc`) is built at install when a C compiler and a
+(``batsched_ml/_edc.c``, :mod:`batsched_ml.serving.edc`) is built at install when a C compiler and a
 shared libpython are there; this command prints its absolute path, or says that it is not
 built (exit :data:`NOT_BUILT`). With ``--init`` and the scheduler options of ``serve`` it
 prints the init string that asks the library for that scheduler instead.
@@ -51,7 +51,7 @@ def init_string(args: argparse.Namespace) -> str:
     """The init string asking the library for the scheduler the options describe: the run's
     settings as ``run.json`` records them, the forest's in full (``null`` included), read back
     here to the same settings before it is printed."""
-    from batsched_ml.edc import config_of_init
+    from batsched_ml.serving.edc import config_of_init
 
     config = options.config(args)
     settings = config.as_dict()

@@ -3,7 +3,7 @@
 The scheduler's options (``replay``, ``serve``, ``collect``) and the forest's (those and
 ``trainer``) are declared once here, their method lists and help written from
 :mod:`batsched_ml.registry`, and turned into one
-:class:`~batsched_ml.replaying.ReplayConfig` by :func:`config`.
+:class:`~batsched_ml.runs.replaying.ReplayConfig` by :func:`config`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from batsched_ml.registry import (
 )
 
 if TYPE_CHECKING:  # the command line imports the run's modules only when a command runs
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
 
 
 def hours(text: str) -> float | None:
@@ -244,7 +244,7 @@ _PLAIN = (
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     """The scheduler settings given on the command line, as
-    :class:`~batsched_ml.replaying.ReplayConfig` fields (an option absent from ``args``, as
+    :class:`~batsched_ml.runs.replaying.ReplayConfig` fields (an option absent from ``args``, as
     ``collect``'s are when not given, is absent here too)."""
     given = vars(args)
     out: dict[str, Any] = {name: given[name] for name in _PLAIN if name in given}
@@ -267,7 +267,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def config(args: argparse.Namespace) -> ReplayConfig:
     """The run configuration of a command with every scheduler option."""
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
 
     fields = settings(args)
     fields["forest"] = ForestParams(**fields["forest"])

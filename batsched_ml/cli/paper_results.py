@@ -47,7 +47,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from batsched_ml import paper
+    from batsched_ml.experiments import paper
 
     traces = args.traces or list(paper.PAPER_TRACES)
     runs = paper.plan(traces, args.policies or paper.POLICIES, args.variants or paper.VARIANTS)

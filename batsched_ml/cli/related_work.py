@@ -53,9 +53,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from batsched_ml.campaign import load_campaign
+    from batsched_ml.experiments.campaign import load_campaign
     from batsched_ml.report.related_work import collect, render, runs_on_page
-    from batsched_ml.runfolder import OutputFolderError
+    from batsched_ml.results.runfolder import OutputFolderError
 
     status = 0
     if not args.no_run:

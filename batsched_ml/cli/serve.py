@@ -63,11 +63,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from batsched_ml.replaying import make_scheduler
-    from batsched_ml.runfolder import RunIdentity, claim, workload_record
-    from batsched_ml.served import ServedRun, serve_and_record
-    from batsched_ml.transport import bind_rep
-    from batsched_ml.transport_v5 import features_for, serve
+    from batsched_ml.results.runfolder import RunIdentity, claim, workload_record
+    from batsched_ml.runs.replaying import make_scheduler
+    from batsched_ml.serving.served import ServedRun, serve_and_record
+    from batsched_ml.serving.transport import bind_rep
+    from batsched_ml.serving.transport_v5 import features_for, serve
     from batsched_ml.workload.io import dropped_jobs, load_workload, print_dropped
 
     calendar = None
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     dropped: dict[str, int] = {}
     read = None
     if args.calendar:
-        from batsched_ml.replaying import calendar_of
+        from batsched_ml.runs.replaying import calendar_of
 
         loaded = load_workload(args.calendar)
         dropped = dropped_jobs(loaded)

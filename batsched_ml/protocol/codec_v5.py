@@ -167,7 +167,7 @@ EDC_NAME = "batsched-ml"
 
 
 def features_for(config: Any) -> dict[str, bool]:
-    """What a scheduler built from ``config`` (a :class:`~batsched_ml.replaying.ReplayConfig`)
+    """What a scheduler built from ``config`` (a :class:`~batsched_ml.runs.replaying.ReplayConfig`)
     asks of Batsim 5: dynamic jobs for the classified variants (as Batsim 4 is started with
     ``--enable-dynamic-jobs --acknowledge-dynamic-jobs`` for them), the workload's profiles
     when the scheduler reads them (the classified variants, the clairvoyant runtimes), nothing

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from batsched_ml.errors import UserError
-from batsched_ml.metrics import logical_jobs, read_jobs_csv, with_job_metrics
-from batsched_ml.runfolder import require_complete
+from batsched_ml.results.metrics import logical_jobs, read_jobs_csv, with_job_metrics
+from batsched_ml.results.runfolder import require_complete
 
 DAY = 86_400.0
 #: The paper's variants, in the order its figures show them.

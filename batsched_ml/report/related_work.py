@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.campaign import (
+from batsched_ml.experiments.campaign import (
     RESULT_COLUMNS,
     Campaign,
     result_row,
@@ -54,7 +54,7 @@ SEED_003 = {
 def collect(campaign: Campaign) -> pd.DataFrame:
     """One row per run of the campaign, from its folder (``status`` is ``missing`` when the
     run has not been made)."""
-    from batsched_ml.runfolder import COMPLETE, code_identity, read_run, same_code
+    from batsched_ml.results.runfolder import COMPLETE, code_identity, read_run, same_code
 
     rows = []
     for spec in campaign.runs:

@@ -170,7 +170,7 @@ def make_dispatcher(
     ``backfilling`` and ``shortest_first`` configure EASY, the dispatcher itself for ``easy``,
     the fallback of a starving head for ``prb`` and ``cph``; ``params``: the planner's
     constructor parameters (``cph``), or the probabilistic dispatcher's (which is EASY with
-    backfilling on, its own fallback: :class:`~batsched_ml.replaying.ReplayConfig` refuses
+    backfilling on, its own fallback: :class:`~batsched_ml.runs.replaying.ReplayConfig` refuses
     it with ``backfilling=False``)."""
     if name not in registry.DISPATCHERS:
         known = ", ".join(registry.DISPATCHERS)

@@ -49,10 +49,11 @@ for the heads that started after their first reservation). A starving head (wait
 starvation threshold) gets EASY's guarantee: no risky start while it waits.
 
 The dispatcher plans with requested times: it refuses another ``--predictor``, the
-runtime-clairvoyant variant and ``--no-backfilling`` (:class:`batsched_ml.replaying.ReplayConfig`).
-Under the classified variants the class rank still orders the queue, and a small job whose
-planned runtime is capped at the divider is judged against that cap first (EASY's test); the
-risk only speaks for times below it, where the cap does not change the distribution.
+runtime-clairvoyant variant and ``--no-backfilling``
+(:class:`batsched_ml.runs.replaying.ReplayConfig`). Under the classified variants the class rank
+still orders the queue, and a small job whose planned runtime is capped at the divider is judged
+against that cap first (EASY's test); the risk only speaks for times below it, where the cap does
+not change the distribution.
 """
 
 from __future__ import annotations

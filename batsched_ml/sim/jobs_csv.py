@@ -17,7 +17,7 @@ import numpy as np
 from procset import ProcSet
 
 from batsched_ml.alloc import Runs
-from batsched_ml.textfile import write_text
+from batsched_ml.results.textfile import write_text
 
 JOBS_CSV_COLUMNS: tuple[str, ...] = (
     "job_id",

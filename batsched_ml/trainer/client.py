@@ -75,7 +75,7 @@ class RemoteTrainer:
         run: dict[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
-        self.run = run  # the run identity sent with ``hello`` (batsched_ml.runfolder)
+        self.run = run  # the run identity sent with ``hello`` (batsched_ml.results.runfolder)
         self.process = process
         self.store = ModelStore(store_dir)
         self.params = params

@@ -33,7 +33,7 @@ def trainer(
     deadline: float = 300.0,
     stop: bool = False,
 ) -> Iterator[Trainer | None]:
-    """The trainer a run with ``config`` (a :class:`~batsched_ml.replaying.ReplayConfig`) uses:
+    """The trainer a run with ``config`` (a :class:`~batsched_ml.runs.replaying.ReplayConfig`) uses:
     ``None`` (the scheduler trains in process) for ``choice`` ``"inprocess"`` or a run that
     does not classify; for ``"process"`` a side trainer process started here (models in
     ``store``, by default OUT/models, its history in OUT/trainer.sqlite) and stopped at the end;

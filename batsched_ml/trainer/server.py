@@ -85,7 +85,7 @@ class History:
             "features BLOB NOT NULL)"
         )
         # the run the history belongs to (run id, workload sha256, configuration: see
-        # batsched_ml.runfolder): a trainer never feeds one run's jobs to another
+        # batsched_ml.results.runfolder): a trainer never feeds one run's jobs to another
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
         self.db.commit()
         row = self.db.execute("SELECT value FROM meta WHERE key = 'run'").fetchone()
@@ -346,7 +346,7 @@ def run_trainer(
     if faults:
         log.warning("fault injection (%s): %s", FAULTS_VARIABLE, faults)
     service = TrainerService(ModelStore(store_dir), History(db_path), params, **faults)
-    from batsched_ml.transport import bind_rep, wait_readable
+    from batsched_ml.serving.transport import bind_rep, wait_readable
 
     try:
         socket = bind_rep(endpoint, on_bound)

@@ -37,7 +37,7 @@ from typing import Any
 
 from batsched_ml import __version__
 from batsched_ml.errors import UserError
-from batsched_ml.outputs import RUN_FILE, RUN_OUTPUTS, write_json
+from batsched_ml.results.outputs import RUN_FILE, RUN_OUTPUTS, write_json
 
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 
@@ -109,7 +109,7 @@ def code_identity() -> dict[str, Any]:
     """
     from batsched_ml.compiled import compiled_module
 
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")

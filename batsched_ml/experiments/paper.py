@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from batsched_ml import registry
-from batsched_ml.campaign import RunSpec
 from batsched_ml.errors import UserError
+from batsched_ml.experiments.campaign import RunSpec
 
 PAPER_TRACES = (
     "KTH-SP2-1996-2.1-cln",
@@ -71,13 +71,13 @@ def run_all(
     log: Callable[[str], None] = print,
 ) -> list[str]:
     """Run the replays whose folders do not hold them yet (complete, made by this code: see
-    :func:`batsched_ml.runfolder.same_run`), ``workers`` at a time, with the campaign's runner
-    (:func:`batsched_ml.campaign.run_campaign`: one way to run a grid, stopped cleanly by
-    Ctrl-C or SIGTERM). The most expensive runs go first, so that the workers end together.
-    Returns the runs that failed, one line each with the reason (a missing trace, a bad
+    :func:`batsched_ml.results.runfolder.same_run`), ``workers`` at a time, with the campaign's
+    runner (:func:`batsched_ml.experiments.campaign.run_campaign`: one way to run a grid, stopped
+    cleanly by Ctrl-C or SIGTERM). The most expensive runs go first, so that the workers end
+    together. Returns the runs that failed, one line each with the reason (a missing trace, a bad
     option: the user's to fix, so the caller says so and exits 1, as ``campaign`` does)."""
-    from batsched_ml.campaign import Campaign, run_campaign, run_identity
-    from batsched_ml.runfolder import same_run
+    from batsched_ml.experiments.campaign import Campaign, run_campaign, run_identity
+    from batsched_ml.results.runfolder import same_run
 
     todo = [run for run in runs if not same_run(run.folder(root), run_identity(run, trace_dir))[0]]
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already done, {len(todo)} to go")
@@ -108,7 +108,7 @@ class RunsMissing(UserError):
 
 
 def load(root: Path, runs: list[RunSpec]) -> dict[RunSpec, dict[str, Any]]:
-    from batsched_ml.runfolder import COMPLETE, status_of
+    from batsched_ml.results.runfolder import COMPLETE, status_of
 
     out = {}
     for run in runs:
@@ -265,7 +265,7 @@ def report(summaries: dict[RunSpec, dict[str, Any]], traces: list[str]) -> str:
                     f"| {short(trace)} | {policy.upper()} | {base['bsld_small']:.2f} -> "
                     f"{ci['bsld_small']:.2f} | {base['bsld_large']:.2f} -> {ci['bsld_large']:.2f} |"
                 )
-    analysis = Path(__file__).resolve().parents[1] / "docs" / "results-analysis.md"
+    analysis = Path(__file__).resolve().parents[2] / "docs" / "results-analysis.md"
     if analysis.exists():
         lines += ["", fill_figures(analysis.read_text().rstrip(), get, traces, analysis.name)]
     return "\n".join(lines) + "\n"

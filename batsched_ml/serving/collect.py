@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batsched_ml.errors import UserError
-from batsched_ml.metrics import logical_jobs, read_jobs_csv
-from batsched_ml.outputs import (
+from batsched_ml.registry import run_title
+from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
+from batsched_ml.results.outputs import (
     JOBS,
     PREDICTED,
     REPORT,
@@ -31,8 +32,7 @@ from batsched_ml.outputs import (
     write_json,
     write_predictions,
 )
-from batsched_ml.registry import run_title
-from batsched_ml.runfolder import (
+from batsched_ml.results.runfolder import (
     COMPLETE,
     FAILED,
     INTERRUPTED,
@@ -47,7 +47,7 @@ from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
 if TYPE_CHECKING:
     import pandas as pd
 
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
 
 
 class CollectError(UserError, RuntimeError):
@@ -119,7 +119,7 @@ def collect(
 
     The run's settings and its calendar are those ``serve`` recorded (its run.json and
     serve.json): nothing has to be given twice. ``settings`` (the experiment's, as given to
-    ``collect``: :class:`~batsched_ml.replaying.ReplayConfig` fields, ``forest`` a dict of
+    ``collect``: :class:`~batsched_ml.runs.replaying.ReplayConfig` fields, ``forest`` a dict of
     forest fields) are checked against them: a scheduler folder holding another run than the
     one these settings make is refused, whatever its state, and so is one whose calendar came
     from another workload than ``workload_path``: an experiment only ever reports its own run.
@@ -189,10 +189,10 @@ def collect(
 
 
 def config_of_record(record: Mapping[str, Any]) -> ReplayConfig:
-    """The :class:`~batsched_ml.replaying.ReplayConfig` whose ``as_dict()`` is ``record`` (a
+    """The :class:`~batsched_ml.runs.replaying.ReplayConfig` whose ``as_dict()`` is ``record`` (a
     run.json's ``config``)."""
     from batsched_ml.predict.params import ForestParams
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
 
     forest = record.get("forest")
     # as_dict leaves out max_samples None (the former default) and divider_quantile 0.5

@@ -5,7 +5,7 @@ Every command that leaves results behind writes them here: ``replay`` (and campa
 Python API, which run replays) through :func:`write_replay`, ``serve`` through
 :func:`write_classification` / :func:`write_timing`, ``collect`` through :func:`run_summary` and
 :func:`write_predictions`. So one summary has one layout whatever made it, and a figure is
-computed in one place (:mod:`batsched_ml.metrics`).
+computed in one place (:mod:`batsched_ml.results.metrics`).
 
 Why from memory: the job table is formatted once (Batsim's ``%f`` text, :mod:`.sim.jobs_csv`),
 written, and read once (only the columns the figures need, :func:`read_figure_columns`) into the
@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from batsched_ml.textfile import write_text as write_text
+from batsched_ml.results.textfile import write_text as write_text
 
 if TYPE_CHECKING:  # the writers take these; importing them here would pull the whole scheduler
     import pandas as pd
 
-    from batsched_ml.replaying import ReplayResult
+    from batsched_ml.runs.replaying import ReplayResult
 
-RUN_FILE = "run.json"  # the run's identity and status (:mod:`batsched_ml.runfolder`)
+RUN_FILE = "run.json"  # the run's identity and status (:mod:`batsched_ml.results.runfolder`)
 JOBS = "jobs.csv"  # Batsim's job table, one row per attempt
 SUMMARY = "summary.json"  # the figures, the settings, the classifier's and predictor's quality
 TIMING = "timing.json"  # wall-clock figures: the only file that differs between reruns
@@ -47,7 +47,7 @@ MODELS = "models"  # the side trainer's model store (a folder)
 TRAINER_DB = "trainer.sqlite"
 
 #: Every name a run may write into its folder (with SQLite's companions of the trainer's store):
-#: only folders made of these are replaced by ``--force`` (:mod:`batsched_ml.runfolder`).
+#: only folders made of these are replaced by ``--force`` (:mod:`batsched_ml.results.runfolder`).
 RUN_OUTPUTS = frozenset(
     {
         RUN_FILE,
@@ -74,12 +74,13 @@ SCHEDULER_TABLES = (DECISIONS, CLASSIFICATION, WEEKLY_QUALITY)
 
 def read_figure_columns(path: Path) -> pd.DataFrame:
     """The columns of the job table at ``path`` that the figures are computed from
-    (:data:`~batsched_ml.metrics.FIGURE_COLUMNS`), as :func:`~batsched_ml.metrics.read_jobs_csv`
-    reads them: the figures are those of the file a reader opens. Parsing the other columns
-    (the allocations' text above all) took a third of the parse's time and memory; the file
-    is read back from the system's cache rather than parsed from the text in memory, which
-    would need a second copy of it (a third of the run's peak memory on HPC2N)."""
-    from batsched_ml.metrics import FIGURE_COLUMNS, read_jobs_csv
+    (:data:`~batsched_ml.results.metrics.FIGURE_COLUMNS`), as
+    :func:`~batsched_ml.results.metrics.read_jobs_csv` reads them: the figures are those of the file
+    a reader opens. Parsing the other columns (the allocations' text above all) took a third of the
+    parse's time and memory; the file is read back from the system's cache rather than parsed from
+    the text in memory, which would need a second copy of it (a third of the run's peak memory on
+    HPC2N)."""
+    from batsched_ml.results.metrics import FIGURE_COLUMNS, read_jobs_csv
 
     return read_jobs_csv(path, columns=FIGURE_COLUMNS)
 
@@ -99,7 +100,7 @@ def run_summary(
     """The head of ``summary.json``, the same for a replay and a collected served run: the
     trace, the settings, the workload's size, the figures of :func:`~.metrics.summarize` and
     the jobs the scheduler rejected. Callers append what only they know."""
-    from batsched_ml.metrics import summarize
+    from batsched_ml.results.metrics import summarize
 
     return {
         "trace": workload.get("trace"),
@@ -120,8 +121,8 @@ def write_replay(
 ) -> dict[str, Any]:
     """Write a replay's files into ``out_dir``: ``jobs.csv``, ``summary.json``, ``timing.json``
     and, as the scheduler has them, the predictor's and the classifier's tables; return the
-    summary (also kept in ``result.summary``). ``run_id`` (:mod:`batsched_ml.runfolder`) goes
-    into ``summary.json`` and ``timing.json``."""
+    summary (also kept in ``result.summary``). ``run_id`` (:mod:`batsched_ml.results.runfolder`)
+    goes into ``summary.json`` and ``timing.json``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     from batsched_ml.sim.jobs_csv import write_jobs_csv
@@ -158,7 +159,7 @@ def write_replay(
     timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1), "engine": result.engine}
     if run_id is not None:
         timing = {"run_id": run_id, **timing}
-    from batsched_ml.replaying import MeasuredPredictor
+    from batsched_ml.runs.replaying import MeasuredPredictor
 
     predictor = getattr(scheduler, "predictor", None)
     if isinstance(predictor, MeasuredPredictor):
@@ -205,7 +206,7 @@ def write_predictions(
     served run's collect) and the quality figures for ``summary.json``."""
     import pandas as pd
 
-    from batsched_ml.metrics import prediction_quality
+    from batsched_ml.results.metrics import prediction_quality
 
     jobs = jobs[jobs["final_state"] != "REJECTED"]
     ids = jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
@@ -345,8 +346,8 @@ def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
     a classifying scheduler; return the overall quality for ``summary.json``."""
     import pandas as pd
 
-    from batsched_ml.metrics import classification_quality
     from batsched_ml.predict.features import FEATURE_NAMES
+    from batsched_ml.results.metrics import classification_quality
 
     columns = ("job_id", "week", "divider", "predicted_small", "runtime", "attempts")
     # built column by column: a list of a dict per job made pandas infer every row (an empty

@@ -72,8 +72,8 @@ import pandas as pd
 
 from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
-from batsched_ml.replaying import planner_kwargs
-from batsched_ml.runfolder import RunIdentity, mark_interrupted, same_run
+from batsched_ml.results.runfolder import RunIdentity, mark_interrupted, same_run
+from batsched_ml.runs.replaying import planner_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 from batsched_ml.workload import archive, shipped
@@ -179,7 +179,7 @@ class RunSpec:
     def config(self) -> Any:
         import dataclasses
 
-        from batsched_ml.replaying import ReplayConfig
+        from batsched_ml.runs.replaying import ReplayConfig
 
         config = ReplayConfig(
             policy=self.policy,
@@ -596,7 +596,7 @@ def valid(spec: RunSpec) -> bool:
 
 def _classifier_check(variant: str, params: dict) -> dict:
     """``params`` as classifier options of ``variant`` (raises :class:`ConfigError`)."""
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
 
     return ReplayConfig(variant=variant, classifier_params=params).classifier_params
 
@@ -650,14 +650,14 @@ def result_row(
 def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
-    from batsched_ml.pipeline import identity_of
+    from batsched_ml.runs.pipeline import identity_of
 
     return identity_of(trace_path(spec, trace_dir), spec.config(), shaking=spec.shaking)
 
 
 def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
     """One replay as a task: skipped if its folder holds this very run, complete and made by
-    this code (:func:`batsched_ml.runfolder.same_run`), else (re)made, with the reason; its
+    this code (:func:`batsched_ml.results.runfolder.same_run`), else (re)made, with the reason; its
     error recorded (not raised) if it fails."""
     folder = spec.folder(Path(output))
     started = time.perf_counter()
@@ -669,7 +669,7 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
             return result_row(spec, folder, "existing", 0.0)
         if reason == "not run yet":
             reason = ""
-        from batsched_ml.pipeline import replay_into
+        from batsched_ml.runs.pipeline import replay_into
 
         # the campaign owns its run folders (force); it says the input cleaning once per trace
         replay_into(

@@ -18,14 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batsched_ml.outputs import (
-    DECISIONS,
-    PREDICTED,
-    SERVE_STATUS,
-    training_seconds,
-    write_classification,
-    write_timing,
-)
 from batsched_ml.protocol.dialect import BATSIM4_PROTOCOL, BATSIM5_PROTOCOL
 from batsched_ml.protocol.events import (
     CallMeLater,
@@ -36,6 +28,14 @@ from batsched_ml.protocol.events import (
     RegisterJob,
     RejectJob,
     SimulationBegins,
+)
+from batsched_ml.results.outputs import (
+    DECISIONS,
+    PREDICTED,
+    SERVE_STATUS,
+    training_seconds,
+    write_classification,
+    write_timing,
 )
 
 DECISION_COLUMNS = ("time", "type", "job_id", "detail")
@@ -173,7 +173,7 @@ class ServedRun:
             for time, kind, job_id, detail in self.decisions:
                 writer.writerow((f"{time:g}", kind, job_id, detail))
         status = self.status(reason)
-        from batsched_ml.replaying import MeasuredPredictor
+        from batsched_ml.runs.replaying import MeasuredPredictor
         from batsched_ml.scheduler.classified import ClassifyingScheduler
 
         timing: dict[str, Any] = {"run_id": self.run_id}

@@ -364,12 +364,12 @@ def _simulator_arguments(
 ) -> dict[str, Any]:
     """The embedded Batsim's command line for a run: dynamic jobs (acknowledged) on for the
     classified variants, as real Batsim must be started for them; for Batsim 5, what the
-    scheduler's hello requests instead (:func:`~batsched_ml.transport_v5.features_for`), and
+    scheduler's hello requests instead (:func:`~batsched_ml.serving.transport_v5.features_for`), and
     the workload as Batsim 5 reads it (:mod:`batsched_ml.workload.batsim5`)."""
     hosts = [f"host{i}" for i in range(int(workload["nb_res"]))]
     if batsim == 5:
+        from batsched_ml.serving.transport_v5 import features_for
         from batsched_ml.sim.simulator import Batsim5
-        from batsched_ml.transport_v5 import features_for
         from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
 
         read = from_batsim5(to_batsim5(workload), "the workload")
@@ -438,7 +438,7 @@ def run_replay(
         out.batsim = batsim
         return out
     if batsim == 5:  # the scheduler reads and writes Batsim 5's JSON, as when served
-        from batsched_ml.transport_v5 import features_for, through_batsim5_json
+        from batsched_ml.serving.transport_v5 import features_for, through_batsim5_json
 
         handler = through_batsim5_json(handler, features_for(config))
     frozen = contextlib.ExitStack()
@@ -478,8 +478,8 @@ def _run_over_zmq(
     """Serve ``handler`` in a thread and run ``sim`` against it, over ZeroMQ, in the protocol
     of the Batsim ``sim`` plays (Batsim 5: the features of the scheduler's hello must be
     those the simulator was set up with)."""
-    from batsched_ml.transport import run_batsim_peer
-    from batsched_ml.transport_v5 import run_batsim5_peer, serve
+    from batsched_ml.serving.transport import run_batsim_peer
+    from batsched_ml.serving.transport_v5 import run_batsim5_peer, serve
 
     v5 = sim.batsim5
 

@@ -35,9 +35,9 @@ from batsched_ml.protocol.framing_v5 import (
     protocol_of,
     split_hello,
 )
+from batsched_ml.serving.transport import bind_rep
+from batsched_ml.serving.transport import serve as serve_v4
 from batsched_ml.sim.simulator import BatsimSimulator
-from batsched_ml.transport import bind_rep
-from batsched_ml.transport import serve as serve_v4
 
 PROTOCOLS = ("auto", "4", "5")
 
@@ -104,7 +104,7 @@ def serve(
     transport.bind_rep` bound) until the simulation ends; ``protocol``: ``"auto"``
     (told by the first frame), ``"4"`` or ``"5"``. ``features``: what to request of a
     Batsim 5 (:func:`features_for`). ``on_protocol`` is told the protocol found. Returns the
-    number of messages answered; errors as :func:`batsched_ml.transport.serve`'s."""
+    number of messages answered; errors as :func:`batsched_ml.serving.transport.serve`'s."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
     if protocol == "4":
@@ -197,8 +197,8 @@ def run_batsim5_peer(
     (``init_string``), read its hello, build the simulation with the features it requests
     (``make_simulator``) and run it to its end, each message NUL-terminated as Batsim 5
     sends it. Returns the simulator and the number of messages sent (the init not counted);
-    errors as :func:`batsched_ml.transport.run_batsim_peer`'s."""
-    from batsched_ml.transport import Watched
+    errors as :func:`batsched_ml.serving.transport.run_batsim_peer`'s."""
+    from batsched_ml.serving.transport import Watched
 
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)

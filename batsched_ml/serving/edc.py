@@ -1,18 +1,18 @@
 """Batsim 5's library mode: the scheduler called inside Batsim's own process.
 
 Batsim 5 loads an external decision component (EDC) either as a process behind a ZeroMQ socket
-(:mod:`batsched_ml.transport_v5`, ``batsched-ml serve``) or as a shared library that it calls
-through a C interface (``batsim -l LIBRARY INIT_STRING``). The library of batsched-ml
+(:mod:`batsched_ml.serving.transport_v5`, ``batsched-ml serve``) or as a shared library that it
+calls through a C interface (``batsim -l LIBRARY INIT_STRING``). The library of batsched-ml
 (``batsched_ml/_edc.c``, its path printed by ``batsched-ml edc-library``) embeds Python and calls
 this module: :func:`init` once with the init string, :func:`take_decisions` with each of Batsim's
-messages, :func:`deinit` at the end. The scheduler, the codec and the hello are those of
-``serve`` (:func:`batsched_ml.replaying.make_scheduler`, :class:`~batsched_ml.protocol.codec_v5.
-Batsim5Codec`, :class:`~batsched_ml.served.ServedRun`'s calendar lookup); only the transport
-differs (a function call instead of a socket), so both modes answer the same messages with the
-same bytes.
+messages, :func:`deinit` at the end. The scheduler, the codec and the hello are those of ``serve``
+(:func:`batsched_ml.runs.replaying.make_scheduler`, :class:`~batsched_ml.protocol.codec_v5.
+Batsim5Codec`, :class:`~batsched_ml.serving.served.ServedRun`'s calendar lookup); only the transport
+differs (a function call instead of a socket), so both modes answer the same messages with the same
+bytes.
 
 The init string is a JSON object of the run's settings, the keys of ``run.json``'s ``config``
-(:meth:`~batsched_ml.replaying.ReplayConfig.as_dict`): ``policy``, ``variant``, ``predictor``,
+(:meth:`~batsched_ml.runs.replaying.ReplayConfig.as_dict`): ``policy``, ``variant``, ``predictor``,
 ``correction``, ``dispatcher``, ``predictor_params``, ``dispatcher_params``,
 ``classifier_params``, ``starvation_threshold`` (seconds, ``null``: never), ``backfilling``,
 ``feature_mode`` and ``forest`` (:class:`~batsched_ml.predict.params.ForestParams`'s fields).
@@ -77,11 +77,11 @@ def _forest_value_fits(key: str, value: Any, default: Any) -> bool:
 
 
 def config_of_init(text: str) -> Any:
-    """The :class:`~batsched_ml.replaying.ReplayConfig` an init string asks for (see the
+    """The :class:`~batsched_ml.runs.replaying.ReplayConfig` an init string asks for (see the
     module); :class:`ConfigError` naming the key for anything not understood."""
-    from batsched_ml.collect import config_of_record
     from batsched_ml.predict.params import ForestParams
-    from batsched_ml.replaying import ReplayConfig
+    from batsched_ml.runs.replaying import ReplayConfig
+    from batsched_ml.serving.collect import config_of_record
 
     if not text.strip():
         return ReplayConfig()
@@ -128,8 +128,8 @@ class LibraryRun:
     settings, behind the Batsim 5 codec."""
 
     def __init__(self, init_text: str) -> None:
-        from batsched_ml.replaying import make_scheduler
-        from batsched_ml.served import ServedRun
+        from batsched_ml.runs.replaying import make_scheduler
+        from batsched_ml.serving.served import ServedRun
 
         self.config = config_of_init(init_text)
         self.run = ServedRun(make_scheduler(self.config), self.config.as_dict())

@@ -4,7 +4,7 @@ complete (or failed, or interrupted, with the reason).
 
 ``batsched-ml replay``, campaigns (and so ``paper-results``, which runs its grid as a campaign)
 go through :func:`replay_into`; the Python API loads through :func:`load` and replays with the
-same :func:`batsched_ml.replaying.run_replay`. What differs between them is only what they say
+same :func:`batsched_ml.runs.replaying.run_replay`. What differs between them is only what they say
 while running (a progress bar, the input cleaning on stderr or once per trace) and who trains
 a classified run's forests, so those are the arguments.
 """
@@ -17,9 +17,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from batsched_ml.outputs import write_replay
-from batsched_ml.replaying import ReplayConfig, ReplayResult, run_replay
-from batsched_ml.runfolder import RunFolder, RunIdentity, claim, workload_record
+from batsched_ml.results.outputs import write_replay
+from batsched_ml.results.runfolder import RunFolder, RunIdentity, claim, workload_record
+from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, run_replay
 from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
 
 #: ``progress``'s callback: the number of jobs finished so far.
@@ -34,7 +34,8 @@ def identity_of(
     shaking: Mapping[str, int] | None = None,
     batsim: int = 4,
 ) -> RunIdentity:
-    """A replay's identity (:mod:`batsched_ml.runfolder`): its settings and its workload file's
+    """A replay's identity (:mod:`batsched_ml.results.runfolder`): its settings and its workload
+    file's
     name and digest, so the command line and a campaign resume each other's folders. Batsim
     5's replay is another run (its own ``jobs.csv``): named in the identity, 4's as before."""
     record = workload_record(path, lenient=lenient, shaking=shaking)

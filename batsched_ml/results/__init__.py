@@ -1,0 +1,2 @@
+"""A run's results: the figures computed from a job table (metrics), the run folder's files
+(outputs) and its identity and status (runfolder)."""
