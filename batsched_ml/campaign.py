@@ -101,6 +101,7 @@ RESULT_COLUMNS = (
     "mean_wait",
     "max_wait",
     "kills",
+    "killed_jobs",
     "wasted_core_hours",
     "wasted_share",
     "utilisation",
@@ -643,6 +644,7 @@ def result_row(
             "mean_wait",
             "max_wait",
             "kills",
+            "killed_jobs",
             "wasted_core_hours",  # the cost side (metrics.summarize): None from older runs
             "wasted_share",
             "utilisation",

@@ -10,7 +10,8 @@ where ``p_j`` is the job's execution time. Cumulative bounded slowdown is the su
 bounded slowdown the mean. Waiting time is start - submission. Makespan is the last finish minus
 the first submission; utilisation is the processor-seconds used by jobs over machines x makespan,
 killed attempts included (they held the machines). The cost of killing: ``kills`` (killed
-attempts: killed at the divider and resubmitted, or at their walltime), ``wasted_area`` (their
+attempts: killed at the divider and resubmitted, or at their walltime), ``killed_jobs`` (jobs
+with at least one killed attempt), ``wasted_area`` (their
 processor-seconds), ``wasted_core_hours`` (the same in hours), ``wasted_share`` (over machines x
 makespan) and ``useful_utilisation`` (utilisation without them: utilisation - wasted_share, up to
 rounding), so that a method is not rewarded for work it threw away.
@@ -137,6 +138,12 @@ def logical_jobs(jobs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def killed_jobs(jobs: pd.DataFrame) -> int:
+    """Logical jobs (:func:`logical_jobs`) that had at least one attempt killed: resubmitted
+    (more than one attempt; an attempt is resubmitted only when killed) or killed for good."""
+    return int(((jobs["attempts"] > 1) | (jobs["final_state"] == "COMPLETED_KILLED")).sum())
+
+
 def with_job_metrics(jobs: pd.DataFrame, tau: float = TAU) -> pd.DataFrame:
     """The executed logical jobs of ``jobs`` with ``wait``, ``runtime`` and ``bsld`` added.
 
@@ -209,6 +216,7 @@ def summarize(
         "killed_or_failed": int((~success).sum()),
         "rejected": int((jobs["final_state"] == "REJECTED").sum()),
         "kills": killed,
+        "killed_jobs": killed_jobs(jobs),
         "wasted_area": _round(wasted),
         "mean_bsld": _round(done["bsld"].mean()) if len(done) else 0.0,
         "cumulative_bsld": _round(done["bsld"].sum()),

@@ -60,7 +60,7 @@ def test_the_cost_of_kills_in_the_summary() -> None:
         "3,w0,20,1,COMPLETED_SUCCESSFULLY,20,80,100\n"
     )
     summary = summarize(pd.read_csv(io.StringIO(text), dtype={"job_id": str}), nb_machines=4)
-    assert summary["jobs"] == 3 and summary["kills"] == 2
+    assert summary["jobs"] == 3 and summary["kills"] == 2 and summary["killed_jobs"] == 2
     assert summary["wasted_area"] == 2 * 10 + 3 * 5  # processor-seconds of killed attempts
     assert summary["wasted_core_hours"] == round(35 / 3600, 6)
     assert summary["makespan"] == 100.0
@@ -69,7 +69,8 @@ def test_the_cost_of_kills_in_the_summary() -> None:
     assert summary["wasted_share"] == round(35 / 400, 6)
     assert summary["useful_utilisation"] == round(180 / 400, 6)
     plain = summarize(table(), nb_machines=4)  # no kill: nothing wasted, the same utilisations
-    assert (plain["kills"], plain["wasted_area"], plain["wasted_core_hours"]) == (0, 0.0, 0.0)
+    assert (plain["kills"], plain["killed_jobs"], plain["wasted_area"]) == (0, 0, 0.0)
+    assert plain["wasted_core_hours"] == 0.0
     assert plain["wasted_share"] == 0.0
     assert plain["useful_utilisation"] == plain["utilisation"]
 
