@@ -405,7 +405,7 @@ def test_the_page_shows_the_new_figures_with_captions_and_is_reproducible(
         csv = f"{trace}-{name}.csv"
         assert f'<figcaption>{html.escape(caption)} Data: <a href="{csv}">' in page
     assert "higher is better" in page and "Queue length" in page
-    assert "6 runs of 6 settings on 100 machines (trace KTH-SP2-1996-2.1-cln)." in page
+    assert "6 runs of 6 settings on 100 machines (trace KTH-SP2-1996-2.1-cln, 3,000 jobs)." in page
     assert "<h2>KTH-SP2</h2>" in page  # the trace's short name in headings and titles
     assert "Figure" not in page
     assert page.count("<img ") == len(figures.FIGURES)

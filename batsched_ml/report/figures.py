@@ -102,18 +102,36 @@ def _linestyle(method: str) -> object:
     return LINESTYLES.get(method, (0, (4, 1, 1, 1)))
 
 
-def _legend_below(fig: Figure, ax) -> None:
-    """One legend for the figure, under the panels, where it covers no bar."""
-    handles, labels = ax.get_legend_handles_labels()
-    columns = min(len(labels), 3) if max(map(len, labels), default=0) > 30 else len(labels)
-    fig.legend(handles, labels, loc="lower center", ncol=max(columns, 1), fontsize=8, frameon=False)
-    rows = -(-len(labels) // max(columns, 1))
-    fig.tight_layout(rect=(0, min(0.06 + 0.04 * rows, 0.4), 1, 0.95))
+def _legend_columns(fig: Figure, labels: list[str]) -> int:
+    """As many legend columns as fit across the figure (about 14 characters of the legend's
+    8-point text an inch, with room for the key), so that long labels are never cut."""
+    longest = max(map(len, labels), default=1) + 6
+    fits = int(fig.get_size_inches()[0] * 14 // longest)
+    return max(1, min(len(labels), fits))
 
 
-def _panels(count: int, height: float, **kwargs) -> tuple[Figure, np.ndarray]:
-    width = max(8.0, 4.0 * count)  # at least 8 inches wide: one panel still shows the title
-    return plt.subplots(1, count, figsize=(width, height), squeeze=False, **kwargs)
+def _legend_below(fig: Figure, ax, handles: dict[str, Artist] | None = None) -> None:
+    """One legend for the figure, under the panels, where it covers no bar (``handles``: the
+    entries, when those of ``ax`` are not all of them)."""
+    if handles is None:
+        artists, labels = ax.get_legend_handles_labels()
+        handles = dict(zip(labels, artists, strict=True))
+    labels = list(handles)
+    columns = _legend_columns(fig, labels)
+    fig.legend(
+        list(handles.values()), labels, loc="lower center", ncol=columns, fontsize=8, frameon=False
+    )
+    rows = -(-len(labels) // columns)
+    height = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, min((0.2 + 0.17 * rows) / height, 0.5), 1, 0.95))
+
+
+def _legend_rows(settings: list[Setting], width: float) -> float:
+    """Inches for a legend of the settings' methods under a figure ``width`` inches wide."""
+    methods = list(dict.fromkeys(s.method for s in settings))
+    longest = max(map(len, methods), default=1) + 6
+    columns = max(1, min(len(methods), int(width * 14 // longest)))
+    return 0.2 + 0.17 * -(-len(methods) // columns)
 
 
 def cumulative_bsld(settings: list[Setting], trace: str) -> Drawing | None:
@@ -124,7 +142,10 @@ def cumulative_bsld(settings: list[Setting], trace: str) -> Drawing | None:
     if not policies:
         return None
     palette = _colour_map(settings)
-    fig, axes = _panels(len(policies), 3.6)
+    width = max(10.0, 5.0 * len(policies))
+    fig, axes = plt.subplots(
+        1, len(policies), figsize=(width, 3.4 + _legend_rows(settings, width)), squeeze=False
+    )
     tables = []
     for ax, policy in zip(axes[0], policies, strict=True):
         for setting in (s for s in settings if s.policy == policy):
@@ -539,13 +560,21 @@ def trade_off(settings: list[Setting], trace: str) -> Drawing | None:
     policies = list(dict.fromkeys(table["policy"]))
     palette = _colour_map(settings)
     methods = {s.label: s.method for s in settings}
-    fig, axes = _panels(len(policies), 4.0, sharey=True)
+    width = max(11.0, 5.0 * len(policies))
+    fig, axes = plt.subplots(
+        1,
+        len(policies),
+        figsize=(width, 3.8 + _legend_rows(settings, width)),
+        squeeze=False,
+        sharey=True,
+    )
+    handles: dict[str, Artist] = {}
     for ax, policy in zip(axes[0], policies, strict=True):
         rows = table[table["policy"] == policy]
         for row in rows.to_dict("records"):
             method = methods[row["label"]]
             x, y = 100 * row["share_killed"], 100 * row["share_of_ceiling"]
-            ax.errorbar(
+            handles[method] = ax.errorbar(
                 x,
                 y,
                 xerr=[[x - 100 * row["share_killed_low"]], [100 * row["share_killed_high"] - x]],
@@ -566,7 +595,7 @@ def trade_off(settings: list[Setting], trace: str) -> Drawing | None:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("share of the ceiling's gain (%)")
     fig.suptitle(f"{trace}: what each method's gain costs in killed jobs")
-    _legend_below(fig, axes[0][0])
+    _legend_below(fig, axes[0][0], handles)
     return Drawing(fig, table)
 
 
@@ -697,6 +726,12 @@ FIGURES: tuple[tuple[str, Draw, str], ...] = (
         "long queue while machines sit idle means jobs too large or too long to fit.",
     ),
     (
+        "gantt",
+        gantt,
+        "Gantt chart of a window of the trace: each attempt as a bar over the machines it "
+        "held, killed attempts in red (first copy of each method).",
+    ),
+    (
         "wait-distribution",
         wait_distribution,
         "Distribution of waiting times (submission to start), one panel per policy, one line "
@@ -704,12 +739,6 @@ FIGURES: tuple[tuple[str, Draw, str], ...] = (
         "axis (hours, log scale). A curve higher and further left is better; its height at "
         "the left edge is the share of jobs that waited a minute or less (the y axis starts "
         "just below the lowest such share).",
-    ),
-    (
-        "gantt",
-        gantt,
-        "Gantt chart of a window of the trace: each attempt as a bar over the machines it "
-        "held, killed attempts in red (first copy of each method).",
     ),
 )
 
