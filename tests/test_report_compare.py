@@ -4,6 +4,7 @@ figure's values, the Gantt chart's window, and the refusals (which leave no fold
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import shutil
@@ -277,3 +278,24 @@ def test_identical_runs_and_unknown_baselines_are_refused_leaving_no_folder(
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--baseline spf: no run has that label" in error[0]
     assert not out.exists()
+
+
+def test_two_files_under_one_trace_name_are_refused(copies_dir: Path, tmp_path: Path) -> None:
+    """Runs of one trace name must replay one file (run.json's workload checksum): a slice and
+    another slice named alike are not copies of one trace."""
+    runs = tmp_path / "runs"
+    for name, jobs in (("a", 300), ("b", 400)):
+        trace = tmp_path / name / "slice.swf"
+        trace.parent.mkdir()
+        source = Path(__file__).resolve().parents[1] / "batsched_ml" / "data"
+        with gzip.open(source / f"{TRACE}.swf.gz", "rt") as stream:
+            text = stream.read().splitlines()
+        header = [line for line in text if line.startswith(";")]
+        body = [line for line in text if not line.startswith(";")][:jobs]
+        trace.write_text("\n".join(header + body) + "\n")
+        assert main(["replay", str(trace), "-q", "-o", str(runs / name)]) == 0
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "-o", str(out)]) == 2
+    assert not out.exists()
+    with pytest.raises(data.ReportError, match="two different files under the one trace name"):
+        data.find_runs([runs])

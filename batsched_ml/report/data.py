@@ -46,6 +46,8 @@ class Run:
     #: the setting's name (:func:`label_runs`), and the same without the policy
     label: str = ""
     method: str = ""
+    #: the trace file's SHA-256 as run.json records it (None: no run.json)
+    workload_sha256: str | None = None
     _jobs: pd.DataFrame | None = field(default=None, repr=False)
     _attempts: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -130,8 +132,22 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
             f"no run (summary.json and jobs.csv) under {', '.join(map(str, paths))}"
         )
     runs = sorted(found.values(), key=_order)
+    files: dict[str, Run] = {}
     for run in runs:
-        require_complete(run.path)  # an interrupted or failed run is not reported as a result
+        # an interrupted or failed run is not reported as a result
+        record = require_complete(run.path) or {}
+        run.workload_sha256 = (record.get("workload") or {}).get("sha256")
+        # one trace name, one file: copies of two files are not one trace's copies
+        first = files.setdefault(run.trace, run)
+        if None not in (first.workload_sha256, run.workload_sha256) and (
+            first.workload_sha256 != run.workload_sha256
+        ):
+            raise ReportError(
+                f"{first.path} and {run.path} replay two different files under the one trace "
+                f"name {run.trace} (run.json): give the report the runs of one of them"
+            )
+        if first.workload_sha256 is None:
+            files[run.trace] = run
     label_runs(runs)
     seen: dict[tuple[str, str, tuple[int, int]], Run] = {}
     for run in runs:  # only truly identical runs are refused: they would count twice
