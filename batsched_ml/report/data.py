@@ -4,10 +4,11 @@ tests check the values plotted).
 A run folder is what ``replay`` (or ``collect``) writes: ``summary.json`` and ``jobs.csv``, and
 for classified variants ``weekly_quality.csv`` and ``feature_importance.csv``. Runs are grouped
 by trace, then by *setting*: everything the run's configuration says (policy, variant,
-predictor, correction, dispatcher, their options, the forest...) and the amount of shaking, but
-not which shaken copy of the trace it replayed (``summary.json``'s ``shaking.seed``; 0: the
-trace itself). The copies of one setting are aggregated into means with 95 % intervals
-(:func:`batsched_ml.report.gap.estimate`); a setting is named by its label (:func:`label_runs`).
+predictor, correction, dispatcher, their options, the forest...), but not which copy of the
+trace it replayed (``summary.json``'s ``shaking``: its seed and seconds; none: the trace
+itself, copy 0). The copies of one setting are aggregated into means with 95 % intervals
+(:func:`batsched_ml.report.gap.estimate`) and paired by copy against a baseline; a setting is
+named by its label (:func:`label_runs`).
 """
 
 from __future__ import annotations
