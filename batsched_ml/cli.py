@@ -1082,7 +1082,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="figures (PNG) and one self-contained HTML page from run folders",
         description="Read every run (summary.json and jobs.csv) under RUN_DIR... (any mix of "
         "traces, policies, variants, predictors, dispatchers and options; the shaken copies of "
-        "one setting are shown as means with 95 %% intervals) and write into OUT: figures per "
+        "one setting are shown as means with 95 % intervals) and write into DIR: figures per "
         "trace as PNG with their values as CSV, index.html (figures inlined, tables of means "
         "with kills, wasted core-hours and useful utilisation beside every gain), summary.csv "
         "(one row per run) and means.csv. Two runs of the same settings on the same copy are "

@@ -57,13 +57,14 @@ def test_each_figure_s_values_match_what_the_runs_wrote(runs_dir: Path) -> None:
         distribution = data.runtime_distribution(run)
         assert distribution["divider"] == pytest.approx(summary["divider"])
         assert len(distribution["actual"]) == summary["jobs"]
-    small_large = data.class_bsld(runs).set_index(["policy", "variant"])
-    totals = data.total_bsld(runs).set_index(["policy", "variant"])
-    for run in runs:
-        key = (run.policy, run.variant)
-        assert small_large.loc[key, "bsld_small"] == run.summary["bsld_small"]
-        assert small_large.loc[key, "bsld_large"] == run.summary["bsld_large"]
-        assert totals.loc[key, "total_bsld"] == run.summary["cumulative_bsld"]
+    settings = data.settings(runs)
+    small_large = figures.class_bsld(settings, "t").table.set_index("label")
+    totals = figures.total_bsld(settings, "t").table.set_index("label")
+    for run in runs:  # one copy each: the mean is the run's value, the interval none
+        assert small_large.loc[run.label, "bsld_small"] == run.summary["bsld_small"]
+        assert small_large.loc[run.label, "bsld_large"] == run.summary["bsld_large"]
+        assert totals.loc[run.label, "cumulative_bsld"] == run.summary["cumulative_bsld"]
+        assert totals.loc[run.label, "cumulative_bsld_low"] == run.summary["cumulative_bsld"]
     classified = next(r for r in runs if r.variant == "classification-idempotent")
     weekly = data.weekly_quality(classified)
     written = pd.read_csv(classified.path / "weekly_quality.csv")
@@ -95,10 +96,9 @@ def test_figures_plot_those_values(runs_dir: Path) -> None:
     assert {"1", "2", "5", "10"} <= set(ticks)  # readable ticks, not 10^0 and 10^1 alone
     fig = figures.total_bsld(settings, trace).figure
     heights = [bar.get_height() for bar in fig.axes[0].patches]
-    expected = data.total_bsld(runs)
-    # bars go variant by variant, policy by policy within a variant
+    # bars go method by method, policy by policy within a method
     ordered = [
-        expected.set_index(["policy", "variant"]).loc[(p, v), "total_bsld"]
+        next(r for r in runs if (r.policy, r.variant) == (p, v)).summary["cumulative_bsld"]
         for v in VARIANTS
         for p in ("fcfs", "spf")
     ]

@@ -173,6 +173,10 @@ def test_the_trade_off_values_are_exact(copies_dir: Path, copies_report: Path) -
     assert row["share_of_ceiling_high"] == pytest.approx(high, rel=1e-9)
     assert row["share_killed"] == pytest.approx(sum(killed) / 3, rel=1e-12)
     assert 0 < row["share_killed"] < 0.5
+    # a summary written before killed_jobs existed: counted from the job table, the same
+    for run in data.find_runs([copies_dir / TRACE]):
+        older = data.Run(run.path, {k: v for k, v in run.summary.items() if k != "killed_jobs"})
+        assert data.share_killed(older) == data.share_killed(run)
     assert table.loc["fcfs (base)", "share_of_ceiling"] == 0.0
     assert table.loc["fcfs (class-clairvoyant)", "share_of_ceiling"] == 1.0
     fig = figures.trade_off(data.settings(data.find_runs([copies_dir])), "KTH-SP2").figure

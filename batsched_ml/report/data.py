@@ -223,16 +223,9 @@ def _order(run: Run) -> tuple:
     return (run.trace, policy, variant, run_title(run.summary["config"]), run.copy, str(run.path))
 
 
-def by_trace(runs: list[Run]) -> dict[str, list[Run]]:
-    out: dict[str, list[Run]] = {}
-    for run in runs:
-        out.setdefault(run.trace, []).append(run)
-    return out
-
-
 def cumulative_bsld(run: Run) -> pd.DataFrame:
-    """Figure 6: bounded slowdown (the metrics module's) summed over jobs in order of
-    submission, against the day of submission (from the first)."""
+    """The cumulative figure: bounded slowdown (the metrics module's) summed over jobs in
+    order of submission, against the day of submission (from the first)."""
     jobs = with_job_metrics(run.jobs()).sort_values(["submission_time", "job_id"], kind="stable")
     return pd.DataFrame(
         {
@@ -243,7 +236,7 @@ def cumulative_bsld(run: Run) -> pd.DataFrame:
 
 
 def monthly_bsld(run: Run) -> pd.DataFrame:
-    """Figure 7: mean bounded slowdown per calendar month of the trace."""
+    """The monthly figure: mean bounded slowdown per calendar month of the trace."""
     monthly = run.summary.get("monthly") or {}
     return pd.DataFrame(
         [(month, values["mean_bsld"], values["jobs"]) for month, values in monthly.items()],
@@ -251,25 +244,9 @@ def monthly_bsld(run: Run) -> pd.DataFrame:
     )
 
 
-def class_bsld(runs: list[Run]) -> pd.DataFrame:
-    """Figure 8: mean bounded slowdown of the actually small and the actually large jobs, per
-    policy and variant (runs that report them)."""
-    rows = [
-        (run.policy, run.variant, run.summary.get("bsld_small"), run.summary.get("bsld_large"))
-        for run in runs
-        if run.summary.get("bsld_small") is not None
-    ]
-    return pd.DataFrame(rows, columns=["policy", "variant", "bsld_small", "bsld_large"])
-
-
-def total_bsld(runs: list[Run]) -> pd.DataFrame:
-    """Figure 9: total (summed) bounded slowdown per policy and variant."""
-    rows = [(run.policy, run.variant, run.summary["cumulative_bsld"]) for run in runs]
-    return pd.DataFrame(rows, columns=["policy", "variant", "total_bsld"])
-
-
 def weekly_quality(run: Run) -> pd.DataFrame | None:
-    """Figure 4: accuracy, precision and recall of each week's model on that week's jobs."""
+    """The weekly quality figure: accuracy, precision and recall of each week's model on that
+    week's jobs."""
     table = run.table("weekly_quality.csv")
     if table is None:
         return None
@@ -278,7 +255,8 @@ def weekly_quality(run: Run) -> pd.DataFrame | None:
 
 
 def importances(run: Run) -> pd.DataFrame | None:
-    """Figure 5: the Gini importance of each feature, one row per week (the feature ``week``,
+    """The importances figure: the Gini importance of each feature, one row per week (the
+    feature ``week``,
     the week of the year, is renamed ``week_of_year``: the first column already is ``week``)."""
     path = run.path / "feature_importance.csv"
     if not path.exists():
@@ -293,7 +271,8 @@ def importances(run: Run) -> pd.DataFrame | None:
 
 
 def runtime_distribution(run: Run) -> dict[str, Any]:
-    """Figure 1: requested and actual runtimes (seconds) of every job, and the divider (the
+    """The runtimes figure: requested and actual runtimes (seconds) of every job, and the
+    divider (the
     median of actual runtimes, the paper's definition of small)."""
     jobs = with_job_metrics(run.jobs())
     actual = jobs["runtime"].to_numpy(dtype=float)
@@ -443,24 +422,6 @@ def waits(run: Run) -> np.ndarray:
     return with_job_metrics(run.jobs())["wait"].to_numpy(dtype=float)
 
 
-def comparison(runs: list[Run]) -> pd.DataFrame:
-    """Per policy and variant: mean bounded slowdown, mean wait (hours) and utilisation, as
-    the runs' summaries say."""
-    rows = [
-        (
-            run.policy,
-            run.variant,
-            run.summary.get("mean_bsld"),
-            (run.summary.get("mean_wait") or 0.0) / HOUR,
-            run.summary.get("utilisation"),
-        )
-        for run in runs
-    ]
-    return pd.DataFrame(
-        rows, columns=["policy", "variant", "mean_bsld", "mean_wait_hours", "utilisation"]
-    )
-
-
 # --- settings: the copies of one run's settings together, their means and the costs ---------
 
 
@@ -513,10 +474,14 @@ def _hours(value: object) -> float | None:
 
 
 def share_killed(run: Run) -> float:
-    """The share of the run's jobs that had an attempt killed (from its job table:
-    :func:`batsched_ml.metrics.killed_jobs`)."""
-    jobs = run.jobs()
-    return killed_jobs(jobs) / len(jobs) if len(jobs) else 0.0
+    """The share of the run's jobs that had an attempt killed
+    (:func:`batsched_ml.metrics.killed_jobs`: the summary's ``killed_jobs``, or, in a summary
+    written before it existed, counted from the job table)."""
+    killed, jobs = run.summary.get("killed_jobs"), run.summary.get("jobs")
+    if isinstance(killed, int) and isinstance(jobs, int):
+        return killed / jobs if jobs else 0.0
+    table = run.jobs()
+    return killed_jobs(table) / len(table) if len(table) else 0.0
 
 
 #: The metrics of the page's tables: key, header, and how to get it from a run (None: the run
