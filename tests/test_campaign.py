@@ -538,6 +538,8 @@ workers = 1
     assert json.loads((run / "run.json").read_text())["workload"]["name"] == "slice.swf"
     table = pd.read_csv(tmp_path / "out" / "results.csv")
     assert table["trace"].tolist() == ["slice"] and table["status"].tolist() == ["done"]
+    for key in ("kills", "killed_jobs", "wasted_core_hours", "wasted_share", "useful_utilisation"):
+        assert table[key].iloc[0] == summary[key], key  # the cost side, as the run wrote it
     # the same file through `replay` is the same run: the campaign's folder counts as done
     assert main(["replay", str(plain), "-q", "-o", str(run)]) == 0
 

@@ -48,6 +48,33 @@ def test_summary_values() -> None:
     }
 
 
+def test_the_cost_of_kills_in_the_summary() -> None:
+    """Job 1 killed once (at 10 s on 2 machines) and resubmitted, job 2 killed at its walltime
+    for good (5 s on 3 machines), job 3 plain, on 4 machines for a makespan of 100 s."""
+    text = (
+        "job_id,workload_name,submission_time,requested_number_of_resources,final_state,"
+        "starting_time,execution_time,finish_time\n"
+        "1,w0,0,2,COMPLETED_KILLED,0,10,10\n"
+        "1_r1,w0_resub,10,2,COMPLETED_SUCCESSFULLY,10,50,60\n"
+        "2,w0,0,3,COMPLETED_KILLED,60,5,65\n"
+        "3,w0,20,1,COMPLETED_SUCCESSFULLY,20,80,100\n"
+    )
+    summary = summarize(pd.read_csv(io.StringIO(text), dtype={"job_id": str}), nb_machines=4)
+    assert summary["jobs"] == 3 and summary["kills"] == 2 and summary["killed_jobs"] == 2
+    assert summary["wasted_area"] == 2 * 10 + 3 * 5  # processor-seconds of killed attempts
+    assert summary["wasted_core_hours"] == round(35 / 3600, 6)
+    assert summary["makespan"] == 100.0
+    # capacity 4 x 100 = 400 processor-seconds; used 20 + 100 + 15 + 80 = 215, wasted 35
+    assert summary["utilisation"] == round(215 / 400, 6)
+    assert summary["wasted_share"] == round(35 / 400, 6)
+    assert summary["useful_utilisation"] == round(180 / 400, 6)
+    plain = summarize(table(), nb_machines=4)  # no kill: nothing wasted, the same utilisations
+    assert (plain["kills"], plain["killed_jobs"], plain["wasted_area"]) == (0, 0, 0.0)
+    assert plain["wasted_core_hours"] == 0.0
+    assert plain["wasted_share"] == 0.0
+    assert plain["useful_utilisation"] == plain["utilisation"]
+
+
 def test_months_follow_the_trace_calendar() -> None:
     # 1996-09-30 23:00 UTC is 1996-10-01 01:00 in Stockholm (CEST, UTC+2)
     start = pd.Timestamp("1996-09-30 23:00", tz="UTC").timestamp()

@@ -57,13 +57,14 @@ def test_each_figure_s_values_match_what_the_runs_wrote(runs_dir: Path) -> None:
         distribution = data.runtime_distribution(run)
         assert distribution["divider"] == pytest.approx(summary["divider"])
         assert len(distribution["actual"]) == summary["jobs"]
-    small_large = data.class_bsld(runs).set_index(["policy", "variant"])
-    totals = data.total_bsld(runs).set_index(["policy", "variant"])
-    for run in runs:
-        key = (run.policy, run.variant)
-        assert small_large.loc[key, "bsld_small"] == run.summary["bsld_small"]
-        assert small_large.loc[key, "bsld_large"] == run.summary["bsld_large"]
-        assert totals.loc[key, "total_bsld"] == run.summary["cumulative_bsld"]
+    settings = data.settings(runs)
+    small_large = figures.class_bsld(settings, "t").table.set_index("label")
+    totals = figures.total_bsld(settings, "t").table.set_index("label")
+    for run in runs:  # one copy each: the mean is the run's value, the interval none
+        assert small_large.loc[run.label, "bsld_small"] == run.summary["bsld_small"]
+        assert small_large.loc[run.label, "bsld_large"] == run.summary["bsld_large"]
+        assert totals.loc[run.label, "cumulative_bsld"] == run.summary["cumulative_bsld"]
+        assert totals.loc[run.label, "cumulative_bsld_low"] == run.summary["cumulative_bsld"]
     classified = next(r for r in runs if r.variant == "classification-idempotent")
     weekly = data.weekly_quality(classified)
     written = pd.read_csv(classified.path / "weekly_quality.csv")
@@ -78,24 +79,31 @@ def test_each_figure_s_values_match_what_the_runs_wrote(runs_dir: Path) -> None:
 
 def test_figures_plot_those_values(runs_dir: Path) -> None:
     runs = data.find_runs([runs_dir])
+    settings = data.settings(runs)
     trace = runs[0].trace
-    fig = figures.cumulative_bsld(runs, trace)
-    fcfs = fig.axes[0]
+    drawn = figures.cumulative_bsld(settings, trace)
+    fcfs = drawn.figure.axes[0]
     assert fcfs.get_title() == "FCFS" and fcfs.get_xlabel() == "day of submission"
+    assert fcfs.get_yscale() == "linear"  # the methods' differences show, under SPF too
     base = next(r for r in runs if (r.policy, r.variant) == ("fcfs", "base"))
     assert np.array_equal(fcfs.lines[0].get_ydata(), data.cumulative_bsld(base)["cumulative_bsld"])
-    assert [line.get_label() for line in fcfs.lines] == ["base", "classification-idempotent"]
-    fig = figures.total_bsld(runs, trace)
+    assert [line.get_label() for line in fcfs.lines] == list(VARIANTS)
+    plotted = drawn.table[drawn.table["label"] == "fcfs (base)"]  # the CSV: what is drawn
+    assert plotted["cumulative_bsld"].tolist() == fcfs.lines[0].get_ydata().tolist()
+    monthly = figures.monthly_bsld(settings, trace).figure.axes[0]
+    assert monthly.get_yscale() == "log"
+    ticks = [t.get_text() for t in monthly.get_yticklabels() if t.get_text()]
+    assert {"1", "2", "5", "10"} <= set(ticks)  # readable ticks, not 10^0 and 10^1 alone
+    fig = figures.total_bsld(settings, trace).figure
     heights = [bar.get_height() for bar in fig.axes[0].patches]
-    expected = data.total_bsld(runs)
-    # bars go variant by variant, policy by policy within a variant
+    # bars go method by method, policy by policy within a method
     ordered = [
-        expected.set_index(["policy", "variant"]).loc[(p, v), "total_bsld"]
+        next(r for r in runs if (r.policy, r.variant) == (p, v)).summary["cumulative_bsld"]
         for v in VARIANTS
         for p in ("fcfs", "spf")
     ]
     assert heights == pytest.approx(ordered)
-    fig = figures.runtimes(runs, trace)
+    fig = figures.runtimes(settings, trace).figure
     divider = next(line for line in fig.axes[0].lines if line.get_linestyle() == "--")
     assert divider.get_xdata()[0] == pytest.approx(runs[0].summary["divider"])
     assert fig.axes[0].get_xlabel() == "seconds" and fig.axes[0].get_ylabel() == "jobs"
@@ -107,12 +115,14 @@ def test_report_command_writes_figures_and_a_self_contained_page(runs_dir, tmp_p
     pngs = sorted(p.name for p in out.glob("*.png"))
     trace = "KTH-SP2-1996-2.1-cln"
     assert pngs == sorted(f"{trace}-{name}.png" for name, _draw, _caption in figures.FIGURES)
+    for name in pngs:  # each figure's values beside it
+        assert (out / name.replace(".png", ".csv")).stat().st_size > 0
     page = (out / "index.html").read_text()
     for name in pngs:
         encoded = base64.b64encode((out / name).read_bytes()).decode()
         assert encoded in page  # inlined: the page stands alone
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert page.count("<tr>") == 1 + 6  # the header and one row per run
+    assert page.count("<tr>") == 1 + 6  # the header and one row per setting (one copy each)
     table = pd.read_csv(out / "summary.csv")
     fcfs_base = table[(table["policy"] == "fcfs") & (table["variant"] == "base")].iloc[0]
     summary = json.loads((runs_dir / trace / "fcfs-base" / "summary.json").read_text())
@@ -187,7 +197,7 @@ def test_the_page_explains_itself_and_embeds_no_absolute_path(
         (table["policy"] == summary["config"]["policy"])
         & (table["variant"] == summary["config"]["variant"])
     ]
-    assert row["mean_wait"].iloc[0] == pytest.approx(summary["mean_wait"] / 3600)
+    assert row["mean_wait_hours"].iloc[0] == pytest.approx(summary["mean_wait"] / 3600)
 
 
 def test_a_report_of_runs_shorter_than_a_training_week(kth_workload, tmp_path: Path) -> None:
@@ -202,8 +212,9 @@ def test_a_report_of_runs_shorter_than_a_training_week(kth_workload, tmp_path: P
     assert main(["report", str(tmp_path / "runs"), "-o", str(tmp_path / "rep")]) == 0
     run = data.find_runs([tmp_path / "runs" / "classification-idempotent"])[0]
     assert data.importances(run) is None
-    one_policy = figures.cumulative_bsld(data.find_runs([tmp_path / "runs"]), "t")
-    assert one_policy is not None and one_policy.get_size_inches()[0] >= 8.0  # title not cut
+    one_policy = figures.cumulative_bsld(data.settings(data.find_runs([tmp_path / "runs"])), "t")
+    assert one_policy is not None
+    assert one_policy.figure.get_size_inches()[0] >= 8.0  # title not cut
 
 
 # --- utilisation, queue length, waits and the policies side by side --------------------------
@@ -297,15 +308,12 @@ def test_the_distribution_of_waits(tiny_run: data.Run) -> None:
 
 
 def test_the_comparison_table(tiny_run: data.Run) -> None:
-    assert data.comparison([tiny_run]).to_dict("records") == [
-        {
-            "policy": "fcfs",
-            "variant": "base",
-            "mean_bsld": 1.0,
-            "mean_wait_hours": 11.25 / 3600,
-            "utilisation": 0.78125,
-        }
-    ]
+    drawn = figures.comparison(data.settings([tiny_run]), "tiny")
+    row = drawn.table.to_dict("records")[0]
+    assert (row["label"], row["copies"], row["mean_bsld"]) == ("fcfs (base)", 1, 1.0)
+    assert row["mean_wait_hours"] == 11.25 / 3600
+    # a summary without the cost keys (made before they existed) has none: no bar, no guess
+    assert row["useful_utilisation"] is None and row["wasted_core_hours"] is None
 
 
 def test_the_system_view_agrees_with_the_summaries(runs_dir: Path) -> None:
@@ -336,8 +344,9 @@ def test_the_new_figures_plot_those_values_with_units(runs_dir: Path) -> None:
     import matplotlib.pyplot as plt
 
     runs = data.find_runs([runs_dir])
+    settings = data.settings(runs)
     trace = runs[0].trace
-    fig = figures.timelines(runs, trace)
+    fig = figures.timelines(settings, trace).figure
     axes = fig.axes
     assert len(axes) == 2 * len(runs)  # a row of two panels per run
     assert axes[0].get_ylabel() == "machines\nbusy (%)" and axes[1].get_ylabel() == "jobs waiting"
@@ -345,10 +354,10 @@ def test_the_new_figures_plot_those_values_with_units(runs_dir: Path) -> None:
     table, _name = data.timeline(runs[0])
     heights = axes[0].patches[0].get_path().vertices[:, 1]
     assert heights.max() == pytest.approx(100 * table["utilisation"].max())
-    assert axes[0].get_title(loc="left").startswith("FCFS (base): mean ")
+    assert axes[0].get_title(loc="left").startswith("fcfs (base): mean ")
     plt.close(fig)
 
-    fig = figures.wait_distribution(runs, trace)
+    fig = figures.wait_distribution(settings, trace).figure
     assert [ax.get_title(loc="left") for ax in fig.axes] == ["FCFS", "SPF"]
     assert fig.axes[0].get_xlabel() == "waiting time (hours, log scale)"
     line = fig.axes[0].lines[0]
@@ -358,11 +367,12 @@ def test_the_new_figures_plot_those_values_with_units(runs_dir: Path) -> None:
     assert line.get_xdata()[-2] == pytest.approx(cdf["wait_hours"].iloc[-1])
     plt.close(fig)
 
-    fig = figures.comparison(runs, trace)
+    fig = figures.comparison(settings, trace).figure
     assert [ax.get_ylabel() for ax in fig.axes] == [
         "mean bounded slowdown",
         "mean wait (hours)",
-        "utilisation (%)",
+        "useful utilisation (%)",
+        "wasted core-hours",
     ]
     assert "lower is better" in fig.axes[0].get_title()
     waits = [bar.get_height() for bar in fig.axes[1].patches]
@@ -376,10 +386,10 @@ def test_the_new_figures_plot_those_values_with_units(runs_dir: Path) -> None:
 
 
 def test_one_run_alone_draws_every_system_figure(tiny_run: data.Run) -> None:
-    for draw in (figures.timelines, figures.wait_distribution, figures.comparison):
-        fig = draw([tiny_run], "tiny")
-        assert fig is not None and fig.get_size_inches()[0] >= 8.0
-        fig.savefig(tiny_run.path / "figure.png")
+    for draw in (figures.timelines, figures.wait_distribution, figures.comparison, figures.gantt):
+        drawn = draw(data.settings([tiny_run]), "tiny")
+        assert drawn is not None and drawn.figure.get_size_inches()[0] >= 8.0
+        drawn.figure.savefig(tiny_run.path / "figure.png")
 
 
 def test_the_page_shows_the_new_figures_with_captions_and_is_reproducible(
@@ -390,11 +400,14 @@ def test_the_page_shows_the_new_figures_with_captions_and_is_reproducible(
     assert main(["report", str(runs_dir), "-o", str(second)]) == 0
     page = (first / "index.html").read_text()
     trace = "KTH-SP2-1996-2.1-cln"
-    for name in ("comparison", "utilisation-queue", "wait-distribution"):
+    for name in ("comparison", "utilisation-queue", "wait-distribution", "trade-off", "gantt"):
         caption = next(c for n, _draw, c in figures.FIGURES if n == name)
-        assert f"<figcaption>{html.escape(caption)} ({trace}-{name}.png)</figcaption>" in page
+        csv = f"{trace}-{name}.csv"
+        assert f'<figcaption>{html.escape(caption)} Data: <a href="{csv}">' in page
     assert "higher is better" in page and "Queue length" in page
-    assert "6 runs on 100 machines." in page
+    assert "6 runs of 6 settings on 100 machines (trace KTH-SP2-1996-2.1-cln, 3,000 jobs)." in page
+    assert "<h2>KTH-SP2</h2>" in page  # the trace's short name in headings and titles
+    assert "Figure" not in page
     assert page.count("<img ") == len(figures.FIGURES)
     # the same runs give the same bytes: page and every figure
     for path in sorted(first.iterdir()):

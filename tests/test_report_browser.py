@@ -86,12 +86,13 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def report(chromium: str, kth_workload, tmp_path_factory) -> Path:
-    """A report of FCFS and SPF (base and classification-idempotent) on 1,500 KTH-SP2 jobs
-    (``chromium`` first: no browser, no need for the report)."""
+    """A report of FCFS and SPF (base, classification-idempotent and class-clairvoyant, so
+    that every figure is drawn, the trade-off too) on 1,500 KTH-SP2 jobs (``chromium`` first:
+    no browser, no need for the report)."""
     root = tmp_path_factory.mktemp("browser")
     workload = workload_head(kth_workload, 1500)
     for policy in ("fcfs", "spf"):
-        for variant in ("base", "classification-idempotent"):
+        for variant in ("base", "classification-idempotent", "class-clairvoyant"):
             result = run_replay(workload, ReplayConfig(policy=policy, variant=variant))
             write_replay(result, root / "runs" / f"{policy}-{variant}")
     assert main(["report", str(root / "runs"), "-o", str(root / "report")]) == 0

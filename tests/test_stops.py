@@ -341,21 +341,21 @@ def test_report_names_two_folders_holding_the_same_run(tmp_path: Path, capsys) -
     capsys.readouterr()
     assert main(["report", str(tmp_path / "runs"), "-o", str(tmp_path / "rep")]) == 2
     assert one_line(capsys) == (
-        f"batsched-ml: error: {a} and {b} hold the same run (fcfs (base) on t, same settings): "
-        "give the report one of them"
+        f"batsched-ml: error: {a} and {b} are the same run (fcfs (base) on t, copy 0 (the trace "
+        "itself), same settings): give the report one of them"
     )
+    assert not (tmp_path / "rep").exists()  # refused before its folder was made
     assert main(["report", str(a), "-o", str(tmp_path / "rep")]) == 0
-    # another predictor, same policy and variant: named, not drawn over the other
+    # another predictor, same policy and variant: a method of its own, with its own label
     c = tmp_path / "runs" / "c"
     assert (
         main(["replay", str(tmp_path / "t.swf"), "-o", str(c), "-q", "--predictor", "actual"]) == 0
     )
     capsys.readouterr()
-    assert main(["report", str(a), str(c), "-o", str(tmp_path / "rep2")]) == 2
-    assert one_line(capsys) == (
-        f"batsched-ml: error: {a} and {c} are both fcfs (base) on t: the report shows one run "
-        "per trace, policy and variant; give it one of them"
-    )
+    assert main(["report", str(a), str(c), "-o", str(tmp_path / "rep2")]) == 0
+    means = (tmp_path / "rep2" / "means.csv").read_text()
+    assert "t,fcfs (base),fcfs,base,1," in means
+    assert "t,fcfs (base; predictor actual),fcfs,base,1," in means
 
 
 def test_report_refuses_a_run_that_did_not_complete(tmp_path: Path, capsys) -> None:

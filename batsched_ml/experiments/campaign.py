@@ -102,6 +102,11 @@ RESULT_COLUMNS = (
     "mean_wait",
     "max_wait",
     "kills",
+    "killed_jobs",
+    "wasted_core_hours",
+    "wasted_share",
+    "utilisation",
+    "useful_utilisation",
     "accuracy",
     "APA",
     "MAE",
@@ -633,7 +638,19 @@ def result_row(
     if status != "failed" and summary_path.exists():
         summary = json.loads(summary_path.read_text())
         row["run_id"] = summary.get("run_id")
-        for key in ("jobs", "mean_bsld", "cumulative_bsld", "mean_wait", "max_wait", "kills"):
+        for key in (
+            "jobs",
+            "mean_bsld",
+            "cumulative_bsld",
+            "mean_wait",
+            "max_wait",
+            "kills",
+            "killed_jobs",
+            "wasted_core_hours",  # the cost side (metrics.summarize): None from older runs
+            "wasted_share",
+            "utilisation",
+            "useful_utilisation",
+        ):
             row[key] = summary.get(key)
         row["accuracy"] = (summary.get("classification") or {}).get("accuracy")
         prediction = summary.get("prediction") or {}

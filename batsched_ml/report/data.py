@@ -3,12 +3,18 @@ tests check the values plotted).
 
 A run folder is what ``replay`` (or ``collect``) writes: ``summary.json`` and ``jobs.csv``, and
 for classified variants ``weekly_quality.csv`` and ``feature_importance.csv``. Runs are grouped
-by trace, then policy and variant as their ``summary.json`` says.
+by trace, then by *setting*: everything the run's configuration says (policy, variant,
+predictor, correction, dispatcher, their options, the forest...), but not which copy of the
+trace it replayed (``summary.json``'s ``shaking``: its seed and seconds; none: the trace
+itself, copy 0). The copies of one setting are aggregated into means with 95 % intervals
+(:func:`batsched_ml.report.gap.estimate`) and paired by copy against a baseline; a setting is
+named by its label (:func:`label_runs`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +23,9 @@ import numpy as np
 import pandas as pd
 
 from batsched_ml.errors import UserError
-from batsched_ml.results.metrics import logical_jobs, read_jobs_csv, with_job_metrics
+from batsched_ml.registry import run_title
+from batsched_ml.report.gap import Estimate, estimate, share_of_ceiling
+from batsched_ml.results.metrics import killed_jobs, logical_jobs, read_jobs_csv, with_job_metrics
 from batsched_ml.results.runfolder import require_complete
 
 DAY = 86_400.0
@@ -36,6 +44,11 @@ POLICY_ORDER = ("fcfs", "wfp", "spf", "saf")
 class Run:
     path: Path
     summary: dict[str, Any]
+    #: the setting's name (:func:`label_runs`), and the same without the policy
+    label: str = ""
+    method: str = ""
+    #: the trace file's SHA-256 as run.json records it (None: no run.json)
+    workload_sha256: str | None = None
     _jobs: pd.DataFrame | None = field(default=None, repr=False)
     _attempts: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -50,6 +63,26 @@ class Run:
     @property
     def variant(self) -> str:
         return str(self.summary["config"]["variant"])
+
+    @property
+    def copy(self) -> tuple[int, int]:
+        """The copy of the trace this run replayed: the shaking's seed and seconds, ``(0, 0)``
+        for the trace itself (a campaign's copy 0). Copies pair runs of two settings."""
+        shaking = self.summary.get("shaking") or {}
+        return (int(shaking.get("seed", 0)), int(shaking.get("seconds", 0)) if shaking else 0)
+
+    @property
+    def copy_name(self) -> str:
+        seed, seconds = self.copy
+        return f"copy {seed} (shaken by {seconds} s)" if seed else "copy 0 (the trace itself)"
+
+    def setting(self) -> dict[str, Any]:
+        """What makes the run what it is, but the copy: the configuration, flattened
+        (``forest.random_state``)."""
+        return _flatten(self.summary["config"])
+
+    def setting_key(self) -> str:
+        return json.dumps(self.setting(), sort_keys=True)
 
     def attempts(self) -> pd.DataFrame:
         """The job table as written (a killed job and its resubmission are two rows), read
@@ -99,32 +132,87 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
         raise FileNotFoundError(
             f"no run (summary.json and jobs.csv) under {', '.join(map(str, paths))}"
         )
-    seen: dict[tuple[str, str], Run] = {}
-    for run in sorted(found.values(), key=_order):
-        require_complete(run.path)  # an interrupted or failed run is not reported as a result
-        key = (run.trace, json.dumps(run.summary["config"], sort_keys=True))
-        if key in seen:
-            raise ReportError(
-                f"{seen[key].path} and {run.path} hold the same run ({run.policy} "
-                f"({run.variant}) on {run.trace}, same settings): give the report one of them"
-            )
-        seen[key] = run
-    return list(seen.values())
-
-
-def one_per_figure(runs: list[Run]) -> None:
-    """The figures show one run per trace, policy and variant: two runs that differ in other
-    settings (a seed, a predictor) are named rather than drawn on top of each other."""
-    seen: dict[tuple[str, str, str], Run] = {}
+    runs = sorted(found.values(), key=_order)
+    files: dict[str, Run] = {}
     for run in runs:
-        key = (run.trace, run.policy, run.variant)
+        # an interrupted or failed run is not reported as a result
+        record = require_complete(run.path) or {}
+        run.workload_sha256 = (record.get("workload") or {}).get("sha256")
+        # one trace name, one file: copies of two files are not one trace's copies
+        first = files.setdefault(run.trace, run)
+        if None not in (first.workload_sha256, run.workload_sha256) and (
+            first.workload_sha256 != run.workload_sha256
+        ):
+            raise ReportError(
+                f"{first.path} and {run.path} replay two different files under the one trace "
+                f"name {run.trace} (run.json): give the report the runs of one of them"
+            )
+        if first.workload_sha256 is None:
+            files[run.trace] = run
+    label_runs(runs)
+    seen: dict[tuple[str, str, tuple[int, int]], Run] = {}
+    for run in runs:  # only truly identical runs are refused: they would count twice
+        key = (run.trace, run.setting_key(), run.copy)
         if key in seen:
             raise ReportError(
-                f"{seen[key].path} and {run.path} are both {run.policy} ({run.variant}) on "
-                f"{run.trace}: the report shows one run per trace, policy and variant; "
-                "give it one of them"
+                f"{seen[key].path} and {run.path} are the same run ({run.label} on "
+                f"{run.trace}, {run.copy_name}, same settings): give the report one of them"
             )
         seen[key] = run
+    return runs
+
+
+def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def label_runs(runs: list[Run]) -> None:
+    """Give every run its label, the one name of its setting in the page, its tables and
+    ``--baseline``: the run's title (:func:`batsched_ml.registry.run_title`, what ``replay``
+    prints), then, when settings that the title does not show tell apart runs of the same
+    title (a forest seed, a starvation threshold), those settings in braces:
+    ``fcfs (classification-idempotent) {forest.random_state=3}``. The copies of a setting
+    share its label."""
+    by_title: dict[str, dict[str, dict[str, Any]]] = {}
+    for run in runs:
+        by_title.setdefault(run_title(run.summary["config"]), {})[run.setting_key()] = run.setting()
+    suffix: dict[str, str] = {}
+    for settings in by_title.values():
+        keys = sorted({k for setting in settings.values() for k in setting})
+        differing = [k for k in keys if len({json.dumps(s.get(k)) for s in settings.values()}) > 1]
+        for setting_key, setting in settings.items():
+            suffix[setting_key] = (
+                " {" + ", ".join(f"{k}={_text(setting.get(k))}" for k in differing) + "}"
+                if differing
+                else ""
+            )
+    for run in runs:
+        title = run_title(run.summary["config"])
+        run.label = title + suffix[run.setting_key()]
+        # the label without its policy: the name of a method among one policy's runs
+        run.method = title[len(run.policy) + 2 : -1] + suffix[run.setting_key()]
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def short_label(label: str) -> str:
+    """The label as one command-line word: its words joined by hyphens (``fcfs (base)`` ->
+    ``fcfs-base``); ``--baseline`` takes either."""
+    return re.sub(r"[\s(){};,\[\]]+", "-", label).strip("-")
 
 
 def _order(run: Run) -> tuple:
@@ -132,19 +220,12 @@ def _order(run: Run) -> tuple:
     variant = (
         VARIANT_ORDER.index(run.variant) if run.variant in VARIANT_ORDER else len(VARIANT_ORDER)
     )
-    return (run.trace, policy, variant, str(run.path))
-
-
-def by_trace(runs: list[Run]) -> dict[str, list[Run]]:
-    out: dict[str, list[Run]] = {}
-    for run in runs:
-        out.setdefault(run.trace, []).append(run)
-    return out
+    return (run.trace, policy, variant, run_title(run.summary["config"]), run.copy, str(run.path))
 
 
 def cumulative_bsld(run: Run) -> pd.DataFrame:
-    """Figure 6: bounded slowdown (the metrics module's) summed over jobs in order of
-    submission, against the day of submission (from the first)."""
+    """The cumulative figure: bounded slowdown (the metrics module's) summed over jobs in
+    order of submission, against the day of submission (from the first)."""
     jobs = with_job_metrics(run.jobs()).sort_values(["submission_time", "job_id"], kind="stable")
     return pd.DataFrame(
         {
@@ -155,7 +236,7 @@ def cumulative_bsld(run: Run) -> pd.DataFrame:
 
 
 def monthly_bsld(run: Run) -> pd.DataFrame:
-    """Figure 7: mean bounded slowdown per calendar month of the trace."""
+    """The monthly figure: mean bounded slowdown per calendar month of the trace."""
     monthly = run.summary.get("monthly") or {}
     return pd.DataFrame(
         [(month, values["mean_bsld"], values["jobs"]) for month, values in monthly.items()],
@@ -163,25 +244,9 @@ def monthly_bsld(run: Run) -> pd.DataFrame:
     )
 
 
-def class_bsld(runs: list[Run]) -> pd.DataFrame:
-    """Figure 8: mean bounded slowdown of the actually small and the actually large jobs, per
-    policy and variant (runs that report them)."""
-    rows = [
-        (run.policy, run.variant, run.summary.get("bsld_small"), run.summary.get("bsld_large"))
-        for run in runs
-        if run.summary.get("bsld_small") is not None
-    ]
-    return pd.DataFrame(rows, columns=["policy", "variant", "bsld_small", "bsld_large"])
-
-
-def total_bsld(runs: list[Run]) -> pd.DataFrame:
-    """Figure 9: total (summed) bounded slowdown per policy and variant."""
-    rows = [(run.policy, run.variant, run.summary["cumulative_bsld"]) for run in runs]
-    return pd.DataFrame(rows, columns=["policy", "variant", "total_bsld"])
-
-
 def weekly_quality(run: Run) -> pd.DataFrame | None:
-    """Figure 4: accuracy, precision and recall of each week's model on that week's jobs."""
+    """The weekly quality figure: accuracy, precision and recall of each week's model on that
+    week's jobs."""
     table = run.table("weekly_quality.csv")
     if table is None:
         return None
@@ -190,7 +255,8 @@ def weekly_quality(run: Run) -> pd.DataFrame | None:
 
 
 def importances(run: Run) -> pd.DataFrame | None:
-    """Figure 5: the Gini importance of each feature, one row per week (the feature ``week``,
+    """The importances figure: the Gini importance of each feature, one row per week (the
+    feature ``week``,
     the week of the year, is renamed ``week_of_year``: the first column already is ``week``)."""
     path = run.path / "feature_importance.csv"
     if not path.exists():
@@ -205,7 +271,8 @@ def importances(run: Run) -> pd.DataFrame | None:
 
 
 def runtime_distribution(run: Run) -> dict[str, Any]:
-    """Figure 1: requested and actual runtimes (seconds) of every job, and the divider (the
+    """The runtimes figure: requested and actual runtimes (seconds) of every job, and the
+    divider (the
     median of actual runtimes, the paper's definition of small)."""
     jobs = with_job_metrics(run.jobs())
     actual = jobs["runtime"].to_numpy(dtype=float)
@@ -355,19 +422,330 @@ def waits(run: Run) -> np.ndarray:
     return with_job_metrics(run.jobs())["wait"].to_numpy(dtype=float)
 
 
-def comparison(runs: list[Run]) -> pd.DataFrame:
-    """Per policy and variant: mean bounded slowdown, mean wait (hours) and utilisation, as
-    the runs' summaries say."""
-    rows = [
-        (
-            run.policy,
-            run.variant,
-            run.summary.get("mean_bsld"),
-            (run.summary.get("mean_wait") or 0.0) / HOUR,
-            run.summary.get("utilisation"),
-        )
-        for run in runs
+# --- settings: the copies of one run's settings together, their means and the costs ---------
+
+
+@dataclass
+class Setting:
+    """The runs of one label on one trace, one per shaken copy, by copy."""
+
+    trace: str
+    label: str
+    method: str
+    runs: list[Run]
+
+    @property
+    def first(self) -> Run:
+        """The run drawn where a figure shows one run (a time series): the lowest copy, the
+        trace itself when it is there."""
+        return self.runs[0]
+
+    @property
+    def policy(self) -> str:
+        return self.first.policy
+
+    @property
+    def variant(self) -> str:
+        return self.first.variant
+
+    @property
+    def copies(self) -> list[tuple[int, int]]:
+        return [run.copy for run in self.runs]
+
+    def by_copy(self) -> dict[tuple[int, int], Run]:
+        return {run.copy: run for run in self.runs}
+
+
+def settings(runs: list[Run]) -> list[Setting]:
+    """The runs grouped by trace and label, in the runs' order (:func:`find_runs`)."""
+    if any(not run.label for run in runs):
+        label_runs(runs)
+    grouped: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        grouped.setdefault((run.trace, run.label), []).append(run)
+    return [
+        Setting(trace, label, group[0].method, sorted(group, key=lambda r: r.copy))
+        for (trace, label), group in grouped.items()
     ]
-    return pd.DataFrame(
-        rows, columns=["policy", "variant", "mean_bsld", "mean_wait_hours", "utilisation"]
+
+
+def _hours(value: object) -> float | None:
+    return value / HOUR if isinstance(value, int | float) else None
+
+
+def share_killed(run: Run) -> float:
+    """The share of the run's jobs that had an attempt killed
+    (:func:`batsched_ml.results.metrics.killed_jobs`: the summary's ``killed_jobs``, or, in a
+    summary written before it existed, counted from the job table)."""
+    killed, jobs = run.summary.get("killed_jobs"), run.summary.get("jobs")
+    if isinstance(killed, int) and isinstance(jobs, int):
+        return killed / jobs if jobs else 0.0
+    table = run.jobs()
+    return killed_jobs(table) / len(table) if len(table) else 0.0
+
+
+#: The metrics of the page's tables: key, header, and how to get it from a run (None: the run
+#: does not have it; a setting's mean then has none either, never a mean of fewer copies).
+METRICS: tuple[tuple[str, str, Any], ...] = (
+    ("mean_bsld", "mean bounded slowdown", lambda r: r.summary.get("mean_bsld")),
+    ("cumulative_bsld", "total bounded slowdown", lambda r: r.summary.get("cumulative_bsld")),
+    ("mean_wait_hours", "mean wait (h)", lambda r: _hours(r.summary.get("mean_wait"))),
+    ("max_wait_hours", "max wait (h)", lambda r: _hours(r.summary.get("max_wait"))),
+    ("bsld_small", "bounded slowdown, small jobs", lambda r: r.summary.get("bsld_small")),
+    ("bsld_large", "bounded slowdown, large jobs", lambda r: r.summary.get("bsld_large")),
+    (
+        "accuracy",
+        "accuracy",
+        lambda r: (r.summary.get("classification") or {}).get("accuracy"),
+    ),
+    ("utilisation", "utilisation", lambda r: r.summary.get("utilisation")),
+    ("useful_utilisation", "useful utilisation", lambda r: r.summary.get("useful_utilisation")),
+    ("kills", "kills", lambda r: r.summary.get("kills")),
+    ("share_killed", "jobs killed (share)", share_killed),
+    ("wasted_core_hours", "wasted core-hours", lambda r: r.summary.get("wasted_core_hours")),
+    ("wasted_share", "wasted (share of machine)", lambda r: r.summary.get("wasted_share")),
+)
+
+
+def metric(run: Run, key: str) -> float | None:
+    getter = next(get for name, _header, get in METRICS if name == key)
+    value = getter(run)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _estimate(values: list[float | None]) -> Estimate | None:
+    if not values or any(v is None for v in values):
+        return None
+    return estimate([float(v) for v in values if v is not None])
+
+
+def means(setting: Setting) -> dict[str, Estimate | None]:
+    """Each metric's mean over the setting's copies with its 95 % Student-t interval."""
+    return {key: _estimate([metric(run, key) for run in setting.runs]) for key, _h, _g in METRICS}
+
+
+def find_baseline(all_settings: list[Setting], name: str) -> str:
+    """The label ``name`` names, as given or in its short form (:func:`short_label`), or a
+    :class:`ReportError` listing the labels."""
+    labels = list(dict.fromkeys(s.label for s in all_settings))
+    for label in labels:
+        if name in (label, short_label(label)):
+            return label
+    known = "; ".join(f"{short_label(label)}" for label in labels)
+    raise ReportError(f"--baseline {name}: no run has that label (the runs' labels: {known})")
+
+
+#: What the differences against the baseline are given for: a gain (lower bounded slowdown and
+#: waits) beside its cost (utilisation left for useful work, kills, wasted processor time).
+DIFFERENCES = (
+    "mean_bsld",
+    "mean_wait_hours",
+    "useful_utilisation",
+    "kills",
+    "share_killed",
+    "wasted_core_hours",
+)
+
+
+@dataclass
+class Difference:
+    """A setting against the baseline on one trace, paired copy by copy."""
+
+    setting: Setting
+    copies: list[tuple[int, int]]
+    #: setting - baseline per copy, the mean and its interval, per metric of DIFFERENCES
+    values: dict[str, Estimate | None]
+    #: the relative change of the mean bounded slowdown, (setting - baseline) / baseline
+    relative_bsld: Estimate | None
+
+
+def differences(all_settings: list[Setting], baseline: str) -> dict[str, list[Difference]]:
+    """Per trace that has the baseline: every other setting's differences from it, paired by
+    copy (the copies both have; a setting that shares none has no row). Traces without the
+    baseline are absent."""
+    out: dict[str, list[Difference]] = {}
+    for trace in dict.fromkeys(s.trace for s in all_settings):
+        on_trace = [s for s in all_settings if s.trace == trace]
+        base = next((s for s in on_trace if s.label == baseline), None)
+        if base is None:
+            continue
+        rows = []
+        base_runs = base.by_copy()
+        for setting in on_trace:
+            if setting is base:
+                continue
+            runs = setting.by_copy()
+            copies = sorted(set(runs) & set(base_runs))
+            if not copies:
+                continue
+            values = {}
+            for key in DIFFERENCES:
+                pairs = [(metric(runs[c], key), metric(base_runs[c], key)) for c in copies]
+                values[key] = _estimate(
+                    [None if a is None or b is None else a - b for a, b in pairs]
+                )
+            relative = [
+                (metric(runs[c], "mean_bsld"), metric(base_runs[c], "mean_bsld")) for c in copies
+            ]
+            rows.append(
+                Difference(
+                    setting,
+                    copies,
+                    values,
+                    _estimate([None if not b or a is None else (a - b) / b for a, b in relative]),
+                )
+            )
+        out[trace] = rows
+    return out
+
+
+# --- the trade-off: share of the ceiling's gain against share of jobs killed ----------------
+
+BASE_VARIANT, CEILING_VARIANT = "base", "class-clairvoyant"
+CLASSIFIED_VARIANTS = ("classification", "classification-idempotent")
+#: what a variant and its classifier set, left out when a run's base and ceiling are looked for
+_CLASSIFIER_KEYS = ("variant", "classifier_params", "feature_mode", "forest")
+
+
+def _yardstick_key(setting: Setting) -> str:
+    flat = setting.first.setting()
+    return json.dumps(
+        {k: v for k, v in flat.items() if not k.startswith(_CLASSIFIER_KEYS)}, sort_keys=True
     )
+
+
+def trade_off(trace_settings: list[Setting]) -> tuple[pd.DataFrame, list[str]]:
+    """One row per setting of the trace that has a base and a ceiling (the base and
+    class-clairvoyant runs of the same policy and of the same other settings: predictor,
+    dispatcher, options...): its share of the ceiling's gain in total bounded slowdown
+    (:func:`batsched_ml.report.gap.share_of_ceiling`, 0 for the base, 1 for the ceiling) and
+    its share of jobs killed, each the mean over the copies that have all three (a copy whose
+    ceiling gains nothing is left out) with its 95 % interval. Also the labels of the
+    classified settings that lack a base or a ceiling: the page names them."""
+    yardsticks: dict[tuple[str, str], Setting] = {}
+    for setting in trace_settings:
+        if setting.variant in (BASE_VARIANT, CEILING_VARIANT):
+            yardsticks.setdefault((setting.variant, _yardstick_key(setting)), setting)
+    rows = []
+    missing = []
+    for setting in trace_settings:
+        key = _yardstick_key(setting)
+        base = yardsticks.get((BASE_VARIANT, key))
+        ceiling = yardsticks.get((CEILING_VARIANT, key))
+        if base is None or ceiling is None:
+            if setting.variant in CLASSIFIED_VARIANTS:
+                missing.append(setting.label)
+            continue
+        runs, base_runs, ceiling_runs = setting.by_copy(), base.by_copy(), ceiling.by_copy()
+        shares, killed, used = [], [], []
+        for copy in sorted(set(runs) & set(base_runs) & set(ceiling_runs)):
+            cumulative = [
+                float(r.summary["cumulative_bsld"])
+                for r in (base_runs[copy], runs[copy], ceiling_runs[copy])
+            ]
+            share = share_of_ceiling(*cumulative)
+            if setting is base:
+                share = 0.0  # by definition, even where the ceiling gains nothing
+            elif setting is ceiling:
+                share = 1.0 if share is not None else None
+            if share is None:
+                continue
+            shares.append(share)
+            killed.append(share_killed(runs[copy]))
+            used.append(copy)
+        if not used:
+            continue
+        share_estimate, killed_estimate = estimate(shares), estimate(killed)
+        rows.append(
+            {
+                "policy": setting.policy,
+                "label": setting.label,
+                "variant": setting.variant,
+                "copies": len(used),
+                "share_of_ceiling": share_estimate.mean,
+                "share_of_ceiling_low": share_estimate.low,
+                "share_of_ceiling_high": share_estimate.high,
+                "share_killed": killed_estimate.mean,
+                "share_killed_low": killed_estimate.low,
+                "share_killed_high": killed_estimate.high,
+            }
+        )
+    return pd.DataFrame(rows, columns=TRADE_OFF_COLUMNS), missing
+
+
+TRADE_OFF_COLUMNS = [
+    "policy",
+    "label",
+    "variant",
+    "copies",
+    "share_of_ceiling",
+    "share_of_ceiling_low",
+    "share_of_ceiling_high",
+    "share_killed",
+    "share_killed_low",
+    "share_killed_high",
+]
+
+
+# --- the Gantt chart of a window ------------------------------------------------------------
+
+#: The default window's length and how long before the first kill it starts.
+GANTT_HOURS, GANTT_LEAD_HOURS = 12.0, 2.0
+
+
+def gantt_window(trace_settings: list[Setting]) -> tuple[float, float]:
+    """The default window (seconds of the trace): 12 hours from 2 hours before the first
+    killed attempt's start in the runs drawn, where the kills show; without a kill, the 12
+    hours from the first submission."""
+    starts = []
+    for setting in trace_settings:
+        attempts = setting.first.attempts()
+        killed = attempts[attempts["final_state"] == "COMPLETED_KILLED"]["starting_time"]
+        if len(killed.dropna()):
+            starts.append(float(killed.min()))
+    if starts:
+        begin = max(min(starts) - GANTT_LEAD_HOURS * HOUR, 0.0)
+    else:
+        begin = float(
+            min(float(s.first.attempts()["submission_time"].min()) for s in trace_settings)
+        )
+    return begin, begin + GANTT_HOURS * HOUR
+
+
+def gantt(run: Run, window: tuple[float, float]) -> pd.DataFrame:
+    """Every attempt that ran during ``window`` (seconds), one row per contiguous interval of
+    machines it held: ``job_id``, ``start``, ``finish``, ``first_machine``, ``machines``,
+    ``killed``."""
+    from procset import ProcSet
+
+    attempts = run.attempts()
+    begin, end = window
+    ran = attempts[
+        attempts["starting_time"].notna()
+        & (attempts["starting_time"] < end)
+        & (attempts["finish_time"] > begin)
+    ]
+    rows = []
+    for job_id, start, finish, resources, state in zip(
+        ran["job_id"].astype(str),
+        ran["starting_time"].to_numpy(dtype=float),
+        ran["finish_time"].to_numpy(dtype=float),
+        ran["allocated_resources"].astype(str),
+        ran["final_state"],
+        strict=True,
+    ):
+        for interval in ProcSet.from_str(resources).intervals():
+            rows.append(
+                (
+                    job_id,
+                    float(start),
+                    float(finish),
+                    int(interval.inf),
+                    int(interval.sup - interval.inf + 1),
+                    state == "COMPLETED_KILLED",
+                )
+            )
+    return pd.DataFrame(rows, columns=list(GANTT_COLUMNS))
+
+
+GANTT_COLUMNS = ("job_id", "start", "finish", "first_machine", "machines", "killed")

@@ -8,7 +8,13 @@ Bounded slowdown (paper, section 3.2), with ``tau`` = 60 s::
 
 where ``p_j`` is the job's execution time. Cumulative bounded slowdown is the sum over jobs, mean
 bounded slowdown the mean. Waiting time is start - submission. Makespan is the last finish minus
-the first submission; utilisation is the processor-seconds used by jobs over machines x makespan.
+the first submission; utilisation is the processor-seconds used by jobs over machines x makespan,
+killed attempts included (they held the machines). The cost of killing: ``kills`` (killed
+attempts: killed at the divider and resubmitted, or at their walltime), ``killed_jobs`` (jobs
+with at least one killed attempt), ``wasted_area`` (their
+processor-seconds), ``wasted_core_hours`` (the same in hours), ``wasted_share`` (over machines x
+makespan) and ``useful_utilisation`` (utilisation without them: utilisation - wasted_share, up to
+rounding), so that a method is not rewarded for work it threw away.
 Rejected jobs have no times: they are counted, and left out of every time-based figure.
 
 Months are calendar months of the submission in the trace's own time zone when the workload says
@@ -34,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 TAU = 60.0
+HOUR = 3_600.0
 MONTH = 30 * 86_400.0
 
 
@@ -131,6 +138,12 @@ def logical_jobs(jobs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def killed_jobs(jobs: pd.DataFrame) -> int:
+    """Logical jobs (:func:`logical_jobs`) that had at least one attempt killed: resubmitted
+    (more than one attempt; an attempt is resubmitted only when killed) or killed for good."""
+    return int(((jobs["attempts"] > 1) | (jobs["final_state"] == "COMPLETED_KILLED")).sum())
+
+
 def with_job_metrics(jobs: pd.DataFrame, tau: float = TAU) -> pd.DataFrame:
     """The executed logical jobs of ``jobs`` with ``wait``, ``runtime`` and ``bsld`` added.
 
@@ -188,20 +201,34 @@ def summarize(
     makespan = float(done["finish_time"].max()) - first if len(done) else 0.0
     ran = attempts[attempts["final_state"] != "REJECTED"]
     area = float((ran["requested_number_of_resources"] * ran["execution_time"]).sum())
-    killed = int((attempts["final_state"] == "COMPLETED_KILLED").sum())
+    killed_rows = attempts["final_state"] == "COMPLETED_KILLED"
+    killed = int(killed_rows.sum())
+    wasted = float(
+        (
+            attempts.loc[killed_rows, "requested_number_of_resources"]
+            * attempts.loc[killed_rows, "execution_time"]
+        ).sum()
+    )
+    capacity = nb_machines * makespan
     summary: dict[str, Any] = {
         "jobs": len(jobs),
         "finished": int(success.sum()),
         "killed_or_failed": int((~success).sum()),
         "rejected": int((jobs["final_state"] == "REJECTED").sum()),
         "kills": killed,
-        "wasted_area": _round(done["wasted_area"].sum()) if len(done) else 0.0,
+        "killed_jobs": killed_jobs(jobs),
+        "wasted_area": _round(wasted),
         "mean_bsld": _round(done["bsld"].mean()) if len(done) else 0.0,
         "cumulative_bsld": _round(done["bsld"].sum()),
         "mean_wait": _round(done["wait"].mean()) if len(done) else 0.0,
         "max_wait": _round(done["wait"].max()) if len(done) else 0.0,
         "makespan": _round(makespan),
-        "utilisation": _round(area / (nb_machines * makespan)) if makespan > 0 else 0.0,
+        "utilisation": _round(area / capacity) if makespan > 0 else 0.0,
+        # the cost side: the killed attempts' processor time, in core-hours and as a share of
+        # the machine's capacity over the makespan, and the utilisation without it
+        "wasted_core_hours": _round(wasted / HOUR),
+        "wasted_share": _round(wasted / capacity) if makespan > 0 else 0.0,
+        "useful_utilisation": _round((area - wasted) / capacity) if makespan > 0 else 0.0,
     }
     if len(done):
         divider = float(done["runtime"].median())
