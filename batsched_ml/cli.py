@@ -566,6 +566,17 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_clear(args: argparse.Namespace) -> int:
+    from batsched_ml.runfolder import empty_run_folder
+
+    removed = empty_run_folder(args.folder)
+    if removed:
+        print(f"{args.folder}: removed an earlier run's {', '.join(removed)}")
+    else:
+        print(f"{args.folder}: empty")
+    return 0
+
+
 def _given_settings(args: argparse.Namespace) -> dict | None:
     """The scheduler settings given on ``collect``'s command line (its scheduler options have
     no default: a setting not given is the served run's), as ReplayConfig fields; ``None``
@@ -1063,6 +1074,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     collect.set_defaults(handler=_cmd_collect)
 
+    clear = commands.add_parser(
+        "clear",
+        help="empty a run folder (the docker compose set-up's first step)",
+        description="Create FOLDER if needed, check it can be written, and remove a run's "
+        "files from it (run.json and what runs write, whichever run they belong to). A folder "
+        "holding anything else is refused and left as it is. The docker compose set-up runs "
+        "it on OUT_DIR before anything else, so that a failed `up` never leaves an earlier "
+        "run's results there.",
+    )
+    clear.add_argument("folder", metavar="FOLDER")
+    clear.set_defaults(handler=_cmd_clear)
+
     report = commands.add_parser(
         "report",
         help="figures (PNG) and one self-contained HTML page from run folders",
@@ -1230,15 +1253,15 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
         return INTERNAL_ERROR, message
 
 
-STATUS_FILE_VARIABLE = "BATSCHED_ML_STATUS_FILE"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line. With ``BATSCHED_ML_STATUS_FILE`` set, the exit code and the error line
     are also written there as JSON when the command ends: in the docker compose set-up, the
     ``experiment`` service reads them to fail at once, with the reason, when another service
-    failed."""
+    failed (:mod:`batsched_ml.status`; not written when a later ``up`` has reset the folder)."""
+    from batsched_ml.status import STATUS_FILE_VARIABLE, record_exit, run_token
+
     status_file = os.environ.get(STATUS_FILE_VARIABLE)
+    token = run_token(Path(status_file).parent) if status_file else None
     code: int = 1
     error: str | None = "crashed (see its output)"
     try:
@@ -1250,10 +1273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status_file:
             command = list(sys.argv[1:] if argv is None else argv)[:2]
             record = {"command": command, "exit_code": code, "error": error}
-            path = Path(status_file)
-            with contextlib.suppress(OSError):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(record) + "\n")
+            record_exit(Path(status_file), record, token)
 
 
 if __name__ == "__main__":  # pragma: no cover
