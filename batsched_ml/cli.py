@@ -1258,10 +1258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     are also written there as JSON when the command ends: in the docker compose set-up, the
     ``experiment`` service reads them to fail at once, with the reason, when another service
     failed (:mod:`batsched_ml.status`; not written when a later ``up`` has reset the folder)."""
-    from batsched_ml.status import STATUS_FILE_VARIABLE, record_exit, run_token
+    from batsched_ml.status import begin, record_exit
 
-    status_file = os.environ.get(STATUS_FILE_VARIABLE)
-    token = run_token(Path(status_file).parent) if status_file else None
+    status_file, token = begin()
     code: int = 1
     error: str | None = "crashed (see its output)"
     try:
@@ -1273,7 +1272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status_file:
             command = list(sys.argv[1:] if argv is None else argv)[:2]
             record = {"command": command, "exit_code": code, "error": error}
-            record_exit(Path(status_file), record, token)
+            record_exit(status_file, record, token)
 
 
 if __name__ == "__main__":  # pragma: no cover

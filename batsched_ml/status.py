@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,29 @@ STATUS_FILE_VARIABLE = "BATSCHED_ML_STATUS_FILE"
 
 #: The file, beside the status files, holding the current run's token.
 RUN_TOKEN = "run"
+
+
+#: The status file and the run token this process started with (:func:`begin`).
+_started: dict[str, Any] = {}
+
+
+def begin() -> tuple[Path | None, str | None]:
+    """The status file named by ``BATSCHED_ML_STATUS_FILE`` (``None`` without one) and the
+    run's token now, remembered as this process's (:func:`replaced`)."""
+    named = os.environ.get(STATUS_FILE_VARIABLE)
+    path = Path(named) if named else None
+    token = run_token(path.parent) if path is not None else None
+    _started.update(path=path, token=token)
+    return path, token
+
+
+def replaced() -> bool:
+    """Whether this process belongs to an earlier ``up``: the status folder it started with
+    holds another run's token now. Such a process acts on nothing of the new run: it records
+    no exit, and a scheduler stopped then (compose recreates it after the new ``up``'s trainer)
+    does not ask the trainer, the new run's by then, to stop."""
+    path = _started.get("path")
+    return path is not None and run_token(path.parent) != _started.get("token")
 
 
 def run_token(folder: Path) -> str | None:

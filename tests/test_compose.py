@@ -463,12 +463,7 @@ def test_a_service_of_an_earlier_up_records_nothing_in_the_new_run(tmp_path: Pat
     first = (status / "run").read_text()
     trainer = services.start("trainer")  # an earlier `up`'s trainer, still running
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # it has started: it listens
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", services.ports[28100])) == 0:
-                    break
-            time.sleep(0.2)
+        assert listening(services.ports[28100])  # it has started
         services.reset()  # the next `up`
         assert (status / "run").read_text() != first
         trainer.terminate()  # compose recreates the trainer
@@ -481,6 +476,43 @@ def test_a_service_of_an_earlier_up_records_nothing_in_the_new_run(tmp_path: Pat
         record = {"command": ["trainer"], "exit_code": 143, "error": "interrupted", "run": run}
         (status / "trainer.json").write_text(json.dumps(record))
         assert failed_service(status) == failure
+
+
+def listening(port: int, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_scheduler_of_an_earlier_up_does_not_stop_the_new_run_s_trainer(tmp_path: Path) -> None:
+    """Compose recreates the trainer before the scheduler: a scheduler of an earlier `up`
+    (here waiting for Batsim), stopped then, used to send its `stop` to the new `up`'s trainer,
+    which had greeted no run yet and obeyed; the new run then found no trainer and ran every
+    week without a model (seen with compose v1: `trainer_unavailable` twice, 300 s each,
+    classification accuracy 0.0%, exit 0). Now it asks nothing and the trainer stays."""
+    traces = tmp_path / "traces"
+    services = Processes(tmp_path, {"TRACE": slice_of_kth(traces, 100), "TRACE_DIR": str(traces)})
+    services.reset()
+    services.run("prepare")
+    stale = services.start("scheduler")  # an earlier `up`'s scheduler, waiting for Batsim
+    trainer = None
+    try:
+        assert listening(services.ports[28000])
+        services.reset()  # the new `up`; compose recreates the trainer, then the scheduler
+        trainer = services.start("trainer")
+        assert listening(services.ports[28100])
+        stale.terminate()
+        assert stale.wait(timeout=60) == 143
+        time.sleep(1.0)
+        assert trainer.poll() is None, trainer.stderr.read() if trainer.stderr else ""
+    finally:
+        stale.kill()
+        if trainer is not None:
+            trainer.kill()
 
 
 def test_clear_out_refuses_a_folder_holding_other_files_and_one_it_cannot_write(
