@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,8 @@ def port(endpoint: str) -> tuple[str, int]:
 
 def test_the_compose_file_has_the_services_and_our_image_is_built_from_this_repository() -> None:
     found = services()
-    assert list(found) == ["reset", *SERVICES]
-    ours = ["reset", *(name for name in SERVICES if name != "batsim")]
+    assert list(found) == ["reset", "clear-out", *SERVICES]
+    ours = ["reset", "clear-out", *(name for name in SERVICES if name != "batsim")]
     for name in ours:
         assert found[name]["image"].startswith("batsched-ml:")
         build = found[name]["build"]
@@ -94,11 +95,17 @@ def test_the_compose_file_has_the_services_and_our_image_is_built_from_this_repo
     assert standin["image"] == found["prepare"]["image"]
     assert standin["entrypoint"] == ["batsched-ml", "batsim"]
     assert standin["command"] == found["batsim"]["command"]  # the same arguments
-    # every `up` starts from an empty /data/out and /data/status, before anything else runs
+    # every `up` starts from an empty /data/out and /data/status, and an OUT_DIR without the
+    # previous run's files (written by the experiment's user), before anything else runs
     assert found["prepare"]["depends_on"] == {
-        "reset": {"condition": "service_completed_successfully"}
+        "reset": {"condition": "service_completed_successfully"},
+        "clear-out": {"condition": "service_completed_successfully"},
     }
     assert found["reset"]["volumes"] == ["data:/data"]
+    assert found["clear-out"]["command"] == ["clear", "/out"]
+    assert found["clear-out"]["user"] == found["experiment"]["user"] == "1000:1000"
+    assert found["clear-out"]["volumes"] == ["./out:/out"]
+    assert "./out:/out" in found["experiment"]["volumes"]
 
 
 def test_every_command_parses_and_the_batsim_arguments_suit_the_stand_in() -> None:
@@ -177,14 +184,14 @@ def localise(value: Any, places: dict[str, str], ports: dict[int, int]) -> Any:
     return value
 
 
-def slice_of_kth(folder: Path, jobs: int) -> str:
+def slice_of_kth(folder: Path, jobs: int, name: str = "kth-slice.swf") -> str:
     folder.mkdir(parents=True, exist_ok=True)
     with gzip.open(KTH, "rt") as source:
         lines = [line for line in source if line.startswith(";")]
     with gzip.open(KTH, "rt") as source:
         body = [line for line in source if not line.startswith(";")][:jobs]
-    (folder / "kth-slice.swf").write_text("".join(lines + body))
-    return "kth-slice.swf"
+    (folder / name).write_text("".join(lines + body))
+    return name
 
 
 PLAIN_RUNS = [
@@ -203,58 +210,84 @@ PLAIN_RUNS = [
 ]
 
 
-def compose_as_processes(tmp_path: Path, env: dict[str, str]) -> str:
-    """Run the compose services as plain processes, in compose's order (reset, prepare,
-    trainer and scheduler together, the Batsim stand-in, experiment), with the container
-    folders under ``tmp_path`` and the ports on loopback; return what experiment printed."""
-    found = services(env, standin=True)
-    traces = Path(env["TRACE_DIR"])
-    places = {"/data": str(tmp_path / "data"), "/traces": str(traces), "/out": str(tmp_path / "o")}
-    ports = {28000: free_port(), 28100: free_port()}
-    python = [sys.executable, "-m", "batsched_ml"]
+class Processes:
+    """The compose services as plain processes: the container folders under ``tmp_path``
+    (/data, /out) and ``TRACE_DIR`` (/traces), the ports on loopback."""
 
-    def argv(name: str) -> list[str]:
-        service = found[name]
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.found = services(env, standin=True)
+        self.places = {
+            "/data": str(tmp_path / "data"),
+            "/traces": env.get("TRACE_DIR", str(tmp_path)),
+            "/out": str(tmp_path / "o"),
+        }
+        self.ports = {28000: free_port(), 28100: free_port()}
+
+    def argv(self, name: str) -> list[str]:
+        service = self.found[name]
         entry = service.get("entrypoint", ["batsched-ml"])
         assert entry[0] == "batsched-ml"
-        return python + entry[1:] + localise(service["command"], places, ports)
+        command = localise(service["command"], self.places, self.ports)
+        return [sys.executable, "-m", "batsched_ml", *entry[1:], *command]
 
-    def environment(name: str) -> dict[str, str]:
-        extra = localise(found[name].get("environment", {}), places, ports)
+    def environment(self, name: str) -> dict[str, str]:
+        extra = localise(self.found[name].get("environment", {}), self.places, self.ports)
         return {**os.environ, **extra}
 
-    def run(name: str) -> subprocess.CompletedProcess:
+    def run(self, name: str, code: int = 0) -> subprocess.CompletedProcess:
         done = subprocess.run(
-            argv(name), env=environment(name), capture_output=True, text=True, timeout=300
+            self.argv(name), env=self.environment(name), capture_output=True, text=True, timeout=300
         )
-        assert done.returncode == 0, (name, done.stderr)
+        assert done.returncode == code, (name, done.stderr)
         return done
 
-    # reset: a shell line on the container's folders, run here on their local stand-ins
-    shell, flag, line = found["reset"]["entrypoint"]
-    assert (shell, flag) == ("sh", "-c") and found["reset"]["command"] == []
-    subprocess.run([shell, flag, line.replace("/data/", places["/data"] + "/")], check=True)
+    def start(self, name: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            self.argv(name),
+            env=self.environment(name),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def reset(self) -> None:
+        """reset (a shell line on the volume, run here on its local stand-in), then
+        clear-out: what every `up` runs first."""
+        shell, flag, line = self.found["reset"]["entrypoint"]
+        assert (shell, flag) == ("sh", "-c") and self.found["reset"]["command"] == []
+        subprocess.run(
+            [shell, flag, line.replace("/data/", self.places["/data"] + "/")], check=True
+        )
+        self.run("clear-out")
+
+
+def compose_as_processes(
+    tmp_path: Path,
+    env: dict[str, str],
+    *,
+    before_experiment: Callable[[], None] | None = None,
+    experiment_code: int = 0,
+) -> subprocess.CompletedProcess:
+    """Run the compose services as plain processes, in compose's order (reset, clear-out,
+    prepare, trainer and scheduler together, the Batsim stand-in, experiment); return the
+    experiment's process (its exit code checked against ``experiment_code``)."""
+    services = Processes(tmp_path, env)
+    services.reset()
     background: list[subprocess.Popen] = []
     try:
-        run("prepare")
+        services.run("prepare")
         for name in ("trainer", "scheduler"):  # started together, as compose does
-            background.append(
-                subprocess.Popen(
-                    argv(name),
-                    env=environment(name),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        run("batsim")
-        shown = run("experiment").stdout
+            background.append(services.start(name))
+        services.run("batsim")
+        if before_experiment is not None:
+            before_experiment()
+        experiment = services.run("experiment", experiment_code)
         for process in background:  # the scheduler ends with the simulation, the trainer on stop
-            assert process.wait(timeout=60) == 0, process.stderr.read()
+            assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
     finally:
         for process in background:
             process.kill()
-    return shown
+    return experiment
 
 
 @pytest.mark.parametrize(("settings", "jobs", "config", "title"), PLAIN_RUNS)
@@ -263,11 +296,15 @@ def test_the_compose_services_run_as_plain_processes_on_loopback(
 ) -> None:
     traces = tmp_path / "traces"
     env = {"TRACE": slice_of_kth(traces, jobs), "TRACE_DIR": str(traces), **settings}
-    shown = compose_as_processes(tmp_path, env)
+    shown = compose_as_processes(tmp_path, env).stdout
     out = tmp_path / "o"
     assert re.search(rf"^policy +{re.escape(title)}$", shown, re.M), shown
     statuses = sorted(p.name for p in (tmp_path / "data" / "status").iterdir())
-    assert statuses == ["batsim.json", "prepare.json", "scheduler.json", "trainer.json"]
+    assert statuses == ["batsim.json", "prepare.json", "run", "scheduler.json", "trainer.json"]
+    token = (tmp_path / "data" / "status" / "run").read_text().strip()
+    for name in statuses[:2] + statuses[3:]:  # each service recorded its exit in this run
+        record = json.loads((tmp_path / "data" / "status" / name).read_text())
+        assert (record["exit_code"], record["run"]) == (0, token), name
     # the same experiment in one process gives the same job table and figures
     workload = load_workload(tmp_path / "data" / "input" / "workload.json")
     expected = write_replay(run_replay(workload, config), tmp_path / "replay")
@@ -317,10 +354,10 @@ def test_experiment_fails_at_once_with_the_reason_when_a_service_failed(tmp_path
 def test_a_second_experiment_reports_its_own_run_never_the_previous_one(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     env = {"TRACE": slice_of_kth(traces, 800), "TRACE_DIR": str(traces), "VARIANT": "base"}
-    first = compose_as_processes(tmp_path, env)
+    first = compose_as_processes(tmp_path, env).stdout
     assert re.search(r"^policy +fcfs \(base\)$", first, re.M), first
     # the second `up`, other settings, same volume: reset empties it, the report is the new run's
-    second = compose_as_processes(tmp_path, {**env, "POLICY": "spf"})
+    second = compose_as_processes(tmp_path, {**env, "POLICY": "spf"}).stdout
     assert re.search(r"^policy +spf \(base\)$", second, re.M), second
     out = tmp_path / "o"
     workload = load_workload(tmp_path / "data" / "input" / "workload.json")
@@ -355,10 +392,220 @@ def test_experiment_refuses_a_scheduler_folder_holding_another_run(tmp_path: Pat
     assert not (tmp_path / "o2").exists()
 
 
+def test_experiment_fails_within_a_minute_when_batsim_s_table_does_not_appear(
+    tmp_path: Path,
+) -> None:
+    """A Batsim container left running by an earlier `up` writes its job table into the file
+    the new `up`'s reset removed: the scheduler's run completes and the table never appears
+    where the experiment looks. The experiment (its compose command: --wait 86400) stops
+    within a minute of the scheduler's end, naming the file, and writes nothing."""
+    from batsched_ml.serving.collect import BATSIM_GRACE
+
+    traces = tmp_path / "traces"
+    env = {"TRACE": slice_of_kth(traces, 300), "TRACE_DIR": str(traces), "VARIANT": "base"}
+    table = tmp_path / "data" / "out" / "batsim_jobs.csv"
+    ended: list[float] = []
+
+    def batsim_writes_elsewhere() -> None:
+        table.rename(tmp_path / "removed_jobs.csv")
+        ended.append(time.monotonic())
+
+    done = compose_as_processes(
+        tmp_path, env, before_experiment=batsim_writes_elsewhere, experiment_code=2
+    )
+    seconds = time.monotonic() - ended[0]
+    assert BATSIM_GRACE <= seconds < 60, seconds
+    assert done.stderr.strip() == (
+        f"batsched-ml: error: Batsim's job table {table} did not appear within "
+        f"{BATSIM_GRACE:g} s of the scheduler's run ending, although the scheduler's run is "
+        "complete: Batsim wrote it elsewhere or not at all (under docker compose, a Batsim "
+        "container left running by an earlier `up` is reused by a plain `up`: it simulates "
+        "that `up`'s workload and writes into files removed since; `up --force-recreate "
+        "--always-recreate-deps`, as documented, starts a fresh one)"
+    )
+    assert list((tmp_path / "o").iterdir()) == []
+
+
+def test_a_failed_up_leaves_the_output_folder_empty_never_the_previous_results(
+    tmp_path: Path,
+) -> None:
+    """A whole run, then an `up` with POLICY=nope: clear-out, the first step of every `up`,
+    removed the first run's files, so OUT_DIR holds nothing; the scheduler and the experiment
+    each refuse the setting with one line."""
+    traces = tmp_path / "traces"
+    env = {"TRACE": slice_of_kth(traces, 300), "TRACE_DIR": str(traces), "VARIANT": "base"}
+    compose_as_processes(tmp_path, env)
+    out = tmp_path / "o"
+    assert {"run.json", "jobs.csv", "summary.json", "report.md"} <= {p.name for p in out.iterdir()}
+    failed = Processes(tmp_path, {**env, "POLICY": "nope"})
+    failed.reset()
+    assert list(out.iterdir()) == []
+    failed.run("prepare")
+    for name in ("scheduler", "experiment"):
+        done = failed.run(name, 2)
+        assert done.stderr.startswith(
+            "batsched-ml: error: argument --policy: invalid choice: 'nope' "
+        ), done.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_a_service_of_an_earlier_up_records_nothing_in_the_new_run(tmp_path: Path) -> None:
+    """Compose recreates a container still running from an earlier `up` only when its turn
+    comes, after reset: the old process, stopped then, found another run token and records
+    nothing (before: the stand-in's `batsim failed (exit 143): interrupted` landed in the new
+    run's status folder and the experiment of a whole run stopped with it, seen with compose
+    v1); a record of another token is not this run's failure."""
+    from batsched_ml.serving.status import failed_service
+
+    services = Processes(tmp_path, {})
+    services.reset()
+    status = tmp_path / "data" / "status"
+    first = (status / "run").read_text()
+    trainer = services.start("trainer")  # an earlier `up`'s trainer, still running
+    try:
+        assert listening(services.ports[28100])  # it has started
+        services.reset()  # the next `up`
+        assert (status / "run").read_text() != first
+        trainer.terminate()  # compose recreates the trainer
+        assert trainer.wait(timeout=60) == 143
+    finally:
+        trainer.kill()
+    assert sorted(p.name for p in status.iterdir()) == ["run"]
+    token = (status / "run").read_text().strip()
+    for run, failure in ((first.strip(), None), (token, "trainer failed (exit 143): interrupted")):
+        record = {"command": ["trainer"], "exit_code": 143, "error": "interrupted", "run": run}
+        (status / "trainer.json").write_text(json.dumps(record))
+        assert failed_service(status) == failure
+
+
+def listening(port: int, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_scheduler_of_an_earlier_up_does_not_stop_the_new_run_s_trainer(tmp_path: Path) -> None:
+    """Compose recreates the trainer before the scheduler: a scheduler of an earlier `up`
+    (here waiting for Batsim), stopped then, used to send its `stop` to the new `up`'s trainer,
+    which had greeted no run yet and obeyed; the new run then found no trainer and ran every
+    week without a model (seen with compose v1: `trainer_unavailable` twice, 300 s each,
+    classification accuracy 0.0%, exit 0). Now it asks nothing and the trainer stays."""
+    traces = tmp_path / "traces"
+    services = Processes(tmp_path, {"TRACE": slice_of_kth(traces, 100), "TRACE_DIR": str(traces)})
+    services.reset()
+    services.run("prepare")
+    stale = services.start("scheduler")  # an earlier `up`'s scheduler, waiting for Batsim
+    trainer = None
+    try:
+        assert listening(services.ports[28000])
+        services.reset()  # the new `up`; compose recreates the trainer, then the scheduler
+        trainer = services.start("trainer")
+        assert listening(services.ports[28100])
+        stale.terminate()
+        assert stale.wait(timeout=60) == 143
+        time.sleep(1.0)
+        assert trainer.poll() is None, trainer.stderr.read() if trainer.stderr else ""
+    finally:
+        stale.kill()
+        if trainer is not None:
+            trainer.kill()
+
+
+def test_clear_out_refuses_a_folder_holding_other_files_and_one_it_cannot_write(
+    tmp_path: Path,
+) -> None:
+    """clear-out empties a run's files only: an OUT_DIR pointing at a folder with other files
+    stops the `up` in seconds with one line, nothing removed; so does one that cannot be
+    written (before: only the experiment found out, after the whole simulation)."""
+    from tests.test_cli import CMD
+
+    out = tmp_path / "o"
+    out.mkdir()
+    for name in ("run.json", "jobs.csv", "notes.txt"):
+        (out / name).write_text("x")
+    done = subprocess.run([*CMD, "clear", str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"batsched-ml: error: {out} holds notes.txt, which no run writes: not writing a run "
+        "there; choose an empty or new folder"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["jobs.csv", "notes.txt", "run.json"]
+    (out / "notes.txt").unlink()
+    (out / "models").mkdir()
+    done = subprocess.run([*CMD, "clear", str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{out}: removed an earlier run's jobs.csv, models, run.json\n"
+    assert list(out.iterdir()) == []
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    done = subprocess.run(
+        [*CMD, "clear", str(blocked / "out")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith(
+        f"batsched-ml: error: cannot write into the output directory {blocked / 'out'}: "
+    )
+
+
 # --- for real, with a Docker engine ----------------------------------------------------------
 
 
+#: What follows `up` in every documented compose command: every service recreated (compose
+#: otherwise reuses a container still running from an earlier `up`), with options both compose
+#: v1 (1.29) and v2 take.
+UP = [
+    "--force-recreate",
+    "--always-recreate-deps",
+    "--renew-anon-volumes",
+    "--exit-code-from",
+    "experiment",
+    "experiment",
+]
+
+
+def documented_ups() -> list[list[str]]:
+    """The compose commands of docs/docker.md's and the compose files' shell lines, as words
+    from ``docker compose`` or ``docker-compose`` on (continuation lines joined)."""
+    texts = re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / "docker.md").read_text(), re.S)
+    for path in (COMPOSE, STANDIN):
+        header = [line[1:] for line in path.read_text().splitlines() if line.startswith("#")]
+        texts.append("\n".join(header))
+    found = []
+    for text in texts:
+        for line in text.replace("\\\n", " ").splitlines():
+            for part in line.split("&&"):
+                words = part.split()
+                for start, word in enumerate(words):
+                    if word == "docker-compose" or words[start : start + 2] == [
+                        "docker",
+                        "compose",
+                    ]:
+                        if "up" in words[start:]:
+                            found.append(words[start:])
+                        break
+    return found
+
+
+def test_every_documented_up_recreates_every_service_with_options_v1_and_v2_take() -> None:
+    ups = documented_ups()
+    assert len(ups) >= 4, ups
+    for words in ups:
+        assert words[words.index("up") + 1 :] == UP, words
+    stand_in = [w for w in ups if "docker-compose.standin.yml" in w]
+    assert stand_in and all(
+        w[: w.index("up")]
+        == ["docker", "compose", "-f", "docker-compose.yml", "-f", "docker-compose.standin.yml"]
+        for w in stand_in
+    ), stand_in
+
+
 def compose_command() -> list[str] | None:
+    """``docker compose`` (v2) if the engine answers and the plug-in is there, else
+    ``docker-compose`` (v1), else ``None``."""
     if shutil.which("docker") is None:
         return None
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
@@ -371,24 +618,27 @@ def compose_command() -> list[str] | None:
 
 
 @pytest.mark.docker
-def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
-    """Two `up`s with other settings and no `down -v` in between: each reports its own run,
-    byte-identical to the replay with its settings, and `up`'s exit code is the verdict."""
+def test_docker_compose_failed_up_then_another_trace_then_up_again(tmp_path: Path) -> None:
+    """The documented stand-in command (no Batsim image can be pulled here, so the stand-in
+    plays Batsim), with no `down` in between: a failed `up` (POLICY=nope) leaves OUT_DIR
+    empty; a valid `up` with another trace reports that trace (its job count, its workload,
+    the replay's job table byte for byte); a failed `up` again removes those results; and
+    a last valid `up` with the first trace reports the first trace. `up`'s exit code is the
+    experiment's."""
     compose = compose_command()
     if compose is None:
         pytest.skip("no Docker engine (or no compose) here")
     out = tmp_path / "out"
     out.mkdir()
-    out.chmod(0o777)
     traces = tmp_path / "traces"
-    trace = slice_of_kth(traces, 3000)
+    first, other = slice_of_kth(traces, 400, "kth-a.swf"), slice_of_kth(traces, 700, "kth-b.swf")
     env = {
         **os.environ,
-        "TRACE": trace,
         "TRACE_DIR": str(traces),
         "OUT_DIR": str(out),
         "HOST_UID": str(os.getuid()),
         "HOST_GID": str(os.getgid()),
+        "VARIANT": "base",
     }
     project = ["-p", f"bsmltest{os.getpid()}", "-f", str(COMPOSE), "-f", str(STANDIN)]
     build = subprocess.run(
@@ -401,7 +651,7 @@ def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
 
     def up(**settings: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [*compose, *project, "up", "--no-build", "--exit-code-from=experiment", "experiment"],
+            [*compose, *project, "up", "--no-build", *UP],
             cwd=ROOT,
             env={**env, **settings},
             capture_output=True,
@@ -409,26 +659,31 @@ def test_docker_compose_up_experiment_with_the_stand_in(tmp_path: Path) -> None:
             timeout=1800,
         )
 
-    workload = load_workload(traces / trace)
+    def failed_up(trace: str) -> None:
+        done = up(TRACE=trace, POLICY="nope")
+        assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "batsched-ml: error: argument --policy: invalid choice: 'nope'" in done.stdout
+        assert list(out.iterdir()) == []
+
+    def valid_up(trace: str) -> None:
+        done = up(TRACE=trace)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        workload = load_workload(traces / trace)
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["finished"] == summary["jobs"] == len(workload["jobs"])
+        assert summary["trace"] == Path(trace).stem
+        expected = tmp_path / f"replay-{trace}"
+        write_replay(run_replay(workload, ReplayConfig()), expected)
+        assert (out / "jobs.csv").read_bytes() == (expected / "jobs.csv").read_bytes()
+        run = json.loads((out / "run.json").read_text())
+        assert run["run_id"] == summary["run_id"] and run["status"] == "complete"
+        assert run["config"] == ReplayConfig().as_dict()
+
     try:
-        for settings, config in (
-            ({}, ReplayConfig(variant="classification-idempotent")),
-            ({"POLICY": "spf", "VARIANT": "base"}, ReplayConfig(policy="spf")),
-        ):
-            done = up(**settings)
-            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-            summary = json.loads((out / "summary.json").read_text())
-            assert summary["config"] == config.as_dict()
-            assert summary["finished"] == summary["jobs"] == len(workload["jobs"])
-            expected = tmp_path / f"replay-{config.policy}-{config.variant}"
-            write_replay(run_replay(workload, config), expected)
-            assert (out / "jobs.csv").read_bytes() == (expected / "jobs.csv").read_bytes()
-            assert json.loads((out / "run.json").read_text())["run_id"] == summary["run_id"]
-        # the second run's folder holds nothing of the first (a classified run's tables)
-        assert not (out / "classification.csv").exists()
-        failed = up(POLICY="nope")
-        assert failed.returncode == 2, failed.stdout[-3000:]
-        assert "invalid choice: 'nope'" in failed.stdout
+        failed_up(first)
+        valid_up(other)
+        failed_up(other)
+        valid_up(first)
     finally:
         subprocess.run([*compose, *project, "down", "-v"], cwd=ROOT, env=env, capture_output=True)
 

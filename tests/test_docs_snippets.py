@@ -74,9 +74,13 @@ def test_the_docker_pages_expected_figures_are_the_replays(tmp_path: Path) -> No
     import contextlib
     import io
 
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    printed, said = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
         assert main(["replay", "-q", "-o", str(out), "--variant", "classification-idempotent"]) == 0
     table = {" ".join(line.split()) for line in printed.getvalue().splitlines()}
+    # the cleaning lines: the replay names the trace, the experiment the converted workload
+    cleaning = said.getvalue().replace("KTH-SP2-1996-2.1-cln.swf.gz:", "workload.json:")
+    table |= {" ".join(line.split()) for line in cleaning.splitlines()}
+    assert any(line.startswith("batsched-ml: workload.json: ") for line in shown)
     for line in shown:
         assert " ".join(line.split()) in table, line

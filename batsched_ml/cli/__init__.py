@@ -10,17 +10,14 @@ command runs only when it runs, so that ``--help`` and a mistyped option answer 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from batsched_ml import __version__
 from batsched_ml.cli import (
     batsim,
     campaign,
+    clear,
     collect,
     edc_library,
     paper_results,
@@ -47,6 +44,7 @@ COMMANDS = (
     trainer,
     batsim,
     collect,
+    clear,
     report,
     campaign,
     related_work,
@@ -88,15 +86,15 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
     return run_command(lambda: args.handler(args))
 
 
-STATUS_FILE_VARIABLE = "BATSCHED_ML_STATUS_FILE"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line. With ``BATSCHED_ML_STATUS_FILE`` set, the exit code and the error line
     are also written there as JSON when the command ends: in the docker compose set-up, the
     ``experiment`` service reads them to fail at once, with the reason, when another service
-    failed."""
-    status_file = os.environ.get(STATUS_FILE_VARIABLE)
+    failed (:mod:`batsched_ml.serving.status`; not written when a later ``up`` has reset the
+    folder)."""
+    from batsched_ml.serving.status import begin, record_exit
+
+    status_file, token = begin()
     code: int = 1
     error: str | None = "crashed (see its output)"
     try:
@@ -108,7 +106,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status_file:
             command = list(sys.argv[1:] if argv is None else argv)[:2]
             record = {"command": command, "exit_code": code, "error": error}
-            path = Path(status_file)
-            with contextlib.suppress(OSError):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(record) + "\n")
+            record_exit(status_file, record, token)

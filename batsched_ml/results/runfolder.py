@@ -334,12 +334,8 @@ def _clear(folder: Path) -> None:
             entry.unlink()
 
 
-def claim(folder: str | Path, identity: RunIdentity, *, force: bool = False) -> RunFolder:
-    """Make ``folder`` this run's: create it (checking it takes files) and write run.json
-    (``running``). A folder holding the same run is emptied and run again (a rerun gives the
-    same files); one holding another run, or other files, is refused unless ``force``, which
-    empties it when every entry is a run's file."""
-    path = Path(folder)
+def _writable(path: Path) -> None:
+    """Create ``path`` and check that files can be written into it (refused with one line)."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-test-{os.getpid()}"
@@ -349,16 +345,46 @@ def claim(folder: str | Path, identity: RunIdentity, *, force: bool = False) -> 
         raise OutputFolderError(
             f"cannot write into the output directory {path}: {exc.strerror or exc}"
         ) from None
+
+
+def _refuse_strangers(path: Path) -> None:
+    strangers = _strangers(path)
+    if strangers:
+        raise OutputFolderError(
+            f"{path} holds {', '.join(strangers[:3])}{', ...' if len(strangers) > 3 else ''}"
+            ", which no run writes: not writing a run there; choose an empty or new folder"
+        )
+
+
+def empty_run_folder(folder: str | Path) -> list[str]:
+    """Make ``folder`` an empty folder this process can write into, removing a run's files
+    (run.json and what runs write, whatever run they belong to); return the names removed.
+
+    The docker compose set-up does this first in every ``up``, so that a failed ``up`` leaves
+    no earlier run's results to be taken for its own, and an output folder that cannot be
+    written stops it in seconds instead of after the simulation. A folder holding anything a
+    run does not write is refused and left as it is (an ``OUT_DIR`` pointing at the wrong
+    folder never empties it)."""
+    path = Path(folder)
+    _writable(path)
+    _refuse_strangers(path)
+    names = sorted(p.name for p in path.iterdir() if not p.name.startswith(".write-test-"))
+    _clear(path)
+    return names
+
+
+def claim(folder: str | Path, identity: RunIdentity, *, force: bool = False) -> RunFolder:
+    """Make ``folder`` this run's: create it (checking it takes files) and write run.json
+    (``running``). A folder holding the same run is emptied and run again (a rerun gives the
+    same files); one holding another run, or other files, is refused unless ``force``, which
+    empties it when every entry is a run's file."""
+    path = Path(folder)
+    _writable(path)
     entries = [p for p in path.iterdir() if not p.name.startswith(".write-test-")]
     if entries:
         run = read_run(path)
         same = run is not None and run.get("run_id") == identity.run_id
-        strangers = _strangers(path)
-        if strangers:
-            raise OutputFolderError(
-                f"{path} holds {', '.join(strangers[:3])}{', ...' if len(strangers) > 3 else ''}"
-                ", which no run writes: not writing a run there; choose an empty or new folder"
-            )
+        _refuse_strangers(path)
         if not same and not force:
             if run is not None:
                 config = run.get("config") or {}

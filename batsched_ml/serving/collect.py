@@ -42,6 +42,7 @@ from batsched_ml.results.runfolder import (
     file_sha256,
     read_run,
 )
+from batsched_ml.serving.status import failed_service
 from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
 
 if TYPE_CHECKING:
@@ -52,21 +53,6 @@ if TYPE_CHECKING:
 
 class CollectError(UserError, RuntimeError):
     """The run cannot be reported; the message says why."""
-
-
-def failed_service(status_dir: Path | None) -> str | None:
-    """The first service whose status file (``BATSCHED_ML_STATUS_FILE``, one JSON per service)
-    records a failure, described with its error line."""
-    if status_dir is None or not status_dir.is_dir():
-        return None
-    for path in sorted(status_dir.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # being written
-        if record.get("exit_code") not in (0, None):
-            return f"{path.stem} failed (exit {record['exit_code']}): {record.get('error')}"
-    return None
 
 
 def wait_for(
@@ -87,6 +73,61 @@ def wait_for(
         if time.monotonic() >= deadline:
             raise CollectError(f"{what} ({path}) did not appear within {timeout:g} s")
         sleep(1.0)
+
+
+#: How long after the scheduler's run ended Batsim's job table may take to appear whole, in
+#: seconds. Batsim writes its last rows when the simulation ends, a moment after the scheduler's
+#: last answer; a table that does not come by then never will (a Batsim left running by an
+#: earlier compose ``up`` writes into the files that ``up``'s reset removed).
+BATSIM_GRACE = 20.0
+
+
+def _whole_table(
+    path: Path,
+    expected: set[str],
+    grace: float,
+    sleep: Callable[[float], None],
+    status_dir: Path | None,
+) -> pd.DataFrame:
+    """Batsim's job table at ``path`` once every workload job in ``expected`` is in it exactly
+    once as finished, read again for up to ``grace`` seconds while it is missing or being
+    written; then one :class:`CollectError` naming the file and what is missing."""
+    deadline = time.monotonic() + grace
+    while True:
+        problem: str
+        if not path.exists():
+            problem = "missing"
+        else:
+            try:
+                table = read_jobs_csv(path)
+            except (OSError, ValueError) as exc:  # being written: a truncated last row
+                problem = f"unreadable ({exc})"
+            else:
+                seen = logical_jobs(table)["job_id"].astype(str)
+                if len(seen) == len(expected) and set(seen) == expected:
+                    return table
+                missing = len(expected - set(seen))
+                problem = f"{len(seen)} jobs for a workload of {len(expected)} ({missing} missing)"
+        failure = failed_service(status_dir)
+        if failure is not None:
+            raise CollectError(failure)
+        if time.monotonic() >= deadline:
+            break
+        sleep(1.0)
+    if problem != "missing":
+        raise CollectError(f"{path}: {problem} (another workload's run? {STALE_BATSIM})")
+    after = f" within {grace:g} s of the scheduler's run ending" if grace else ""
+    raise CollectError(
+        f"Batsim's job table {path} did not appear{after}, although the scheduler's run is "
+        f"complete: Batsim wrote it elsewhere or not at all ({STALE_BATSIM})"
+    )
+
+
+STALE_BATSIM = (
+    "under docker compose, a Batsim container left running by an earlier `up` is reused by a "
+    "plain `up`: it simulates that `up`'s workload and writes into files removed since; "
+    "`up --force-recreate --always-recreate-deps`, as documented, starts a fresh one"
+)
 
 
 def _failed_start(scheduler_dir: Path) -> Callable[[], str | None]:
@@ -143,19 +184,11 @@ def collect(
             f"{status_path} belongs to run {status.get('run_id')}, its folder's run.json to "
             f"run {run['run_id']}"
         )
-    wait_for(batsim_jobs, max(wait, 30.0) if wait else 0.0, "Batsim's job table", sleep, statuses)
-    batsim_version = _batsim_version(batsim_jobs)
     workload = load_workload(workload_path)
     dropped = dropped_jobs(workload)
-    table = read_jobs_csv(batsim_jobs)
-    logical = logical_jobs(table)
     expected = {str(job["id"]) for job in workload["jobs"]}
-    seen = logical["job_id"].astype(str)
-    if len(seen) != len(expected) or set(seen) != expected:
-        missing = len(expected - set(seen))
-        raise CollectError(
-            f"{batsim_jobs}: {len(seen)} jobs for a workload of {len(expected)} ({missing} missing)"
-        )
+    table = _whole_table(batsim_jobs, expected, min(wait, BATSIM_GRACE), sleep, statuses)
+    batsim_version = _batsim_version(batsim_jobs)
     summary = {
         **run_summary(
             table,

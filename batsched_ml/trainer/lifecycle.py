@@ -7,7 +7,9 @@ is stopped with it (killed, without the polite request, when the run is interrup
 be training), and a running trainer is told to stop only when asked (``stop``). A trainer obeys
 ``stop`` only from the run that owns it: the run its history belongs to, i.e. the first to
 greet it (this run's identity, sent with each request; a process this run started is greeted
-before the run begins, so it is this run's from its start).
+before the run begins, so it is this run's from its start). Under docker compose, a scheduler
+of an earlier ``up``, stopped only when compose recreates it, after the new ``up``'s trainer has
+started, asks nothing: the trainer at that endpoint is the new run's (:func:`.status.replaced`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from batsched_ml.predict.training import Trainer
+from batsched_ml.serving.status import replaced
 
 
 @contextlib.contextmanager
@@ -43,7 +46,7 @@ def trainer(
         try:
             yield None
         finally:
-            if choice not in ("inprocess", "process") and stop:
+            if choice not in ("inprocess", "process") and stop and not replaced():
                 from batsched_ml.trainer.client import stop_trainer
 
                 # a dedicated trainer this run did not need ends with it
@@ -86,6 +89,7 @@ def trainer(
                 remote.close()
             process.kill()
         else:
+            stop = stop and not replaced()  # a later compose `up` owns that trainer now
             stopped = remote is not None and remote.close(stop=process is not None or stop)
             if process is not None and stopped:
                 process.stop()  # it agreed to stop just above: waited for
