@@ -32,6 +32,8 @@ from tests.conftest import KTH, ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
 STANDIN = ROOT / "docker-compose.standin.yml"
+BATSIM5 = ROOT / "docker-compose.batsim5.yml"
+STANDIN5 = ROOT / "docker-compose.standin5.yml"
 SERVICES = ["prepare", "trainer", "scheduler", "batsim", "experiment"]
 VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
@@ -51,10 +53,17 @@ def expand(value: Any, env: dict[str, str]) -> Any:
     return value
 
 
-def services(env: dict[str, str] | None = None, standin: bool = False) -> dict[str, Any]:
+def services(
+    env: dict[str, str] | None = None, standin: bool = False, batsim5: bool = False
+) -> dict[str, Any]:
+    """The services of the compose file, with the overrides compose applies for ``-f``: the
+    stand-in's (``standin``), Batsim 5's (``batsim5``), both (Batsim 5's stand-in)."""
     found = load(COMPOSE)["services"]
+    overrides = [BATSIM5] if batsim5 else []
     if standin:
-        for name, override in load(STANDIN)["services"].items():
+        overrides.append(STANDIN5 if batsim5 else STANDIN)
+    for path in overrides:
+        for name, override in load(path)["services"].items():
             found[name] = {**found[name], **override}
     return expand(found, env or {})
 
@@ -214,8 +223,8 @@ class Processes:
     """The compose services as plain processes: the container folders under ``tmp_path``
     (/data, /out) and ``TRACE_DIR`` (/traces), the ports on loopback."""
 
-    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
-        self.found = services(env, standin=True)
+    def __init__(self, tmp_path: Path, env: dict[str, str], batsim5: bool = False) -> None:
+        self.found = services(env, standin=True, batsim5=batsim5)
         self.places = {
             "/data": str(tmp_path / "data"),
             "/traces": env.get("TRACE_DIR", str(tmp_path)),
@@ -267,11 +276,12 @@ def compose_as_processes(
     *,
     before_experiment: Callable[[], None] | None = None,
     experiment_code: int = 0,
+    batsim5: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run the compose services as plain processes, in compose's order (reset, clear-out,
     prepare, trainer and scheduler together, the Batsim stand-in, experiment); return the
     experiment's process (its exit code checked against ``experiment_code``)."""
-    services = Processes(tmp_path, env)
+    services = Processes(tmp_path, env, batsim5)
     services.reset()
     background: list[subprocess.Popen] = []
     try:
@@ -323,6 +333,51 @@ def test_the_compose_services_run_as_plain_processes_on_loopback(
             tmp_path / "replay" / "predictions.csv"
         ).read_bytes()
     assert (out / "report.md").read_text().startswith(f"# kth-slice: {title}")
+
+
+def test_the_batsim5_compose_files_run_as_plain_processes_with_the_batsim5_stand_in(
+    tmp_path: Path,
+) -> None:
+    """docker-compose.batsim5.yml (and the Batsim 5 stand-in's file): the workload converted for
+    Batsim 5, Batsim 5's command line, the same scheduler and experiment; the collected job
+    table is the one ``replay --batsim 5`` writes."""
+    found = services(standin=False, batsim5=True)
+    assert found["batsim"]["image"] == "oarteam/batsim:latest"  # BATSIM_IMAGE names Batsim 5's
+    assert found["batsim"]["command"][-3:] == ["-s", "tcp://scheduler:28000", ""]
+    assert found["prepare"]["command"][-2:] == ["--batsim", "5"]
+    traces = tmp_path / "traces"
+    trace = slice_of_kth(traces, 2000)
+    env = {"TRACE": trace, "TRACE_DIR": str(traces), "POLICY": "spf"}
+    shown = compose_as_processes(tmp_path, env, batsim5=True).stdout
+    assert re.search(r"^policy +spf \(classification-idempotent\)$", shown, re.M), shown
+    replayed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batsched_ml",
+            "replay",
+            str(traces / trace),
+            "-q",
+            "--batsim",
+            "5",
+            "--policy",
+            "spf",
+            "--variant",
+            "classification-idempotent",
+            "--trainer",
+            "inprocess",
+            "-o",
+            str(tmp_path / "replay"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    out = tmp_path / "o"
+    assert (out / "jobs.csv").read_bytes() == (tmp_path / "replay" / "jobs.csv").read_bytes()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scheduler"]["batsim_protocol"] == "batsim5-json"
 
 
 def test_experiment_fails_at_once_with_the_reason_when_a_service_failed(tmp_path: Path) -> None:

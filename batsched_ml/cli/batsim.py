@@ -48,7 +48,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--init-string",
         default="",
         metavar="TEXT",
-        help="with --protocol 5: the init string sent first (Batsim 5's -s ENDPOINT TEXT)",
+        help="with --protocol 5: the init string sent first",
+    )
+    batsim.add_argument(
+        "init",
+        nargs="?",
+        metavar="INIT_STRING",
+        help="with --protocol 5: the init string, as Batsim 5 takes it after the endpoint "
+        "(-s ENDPOINT INIT_STRING); the same as --init-string",
     )
     batsim.add_argument("--enable-dynamic-jobs", action="store_true")
     batsim.add_argument("--acknowledge-dynamic-jobs", action="store_true")
@@ -61,10 +68,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.init is not None:
+        if args.init_string and args.init != args.init_string:
+            raise ConfigError("two init strings: INIT_STRING and --init-string differ")
+        args.init_string = args.init
     if args.protocol == "5":
         return run_batsim5(args)
     if args.init_string:
-        raise ConfigError("--init-string is Batsim 5's (--protocol 5)")
+        raise ConfigError("an init string is Batsim 5's (--protocol 5)")
     from batsched_ml.serving.transport import run_batsim_peer
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import BatsimSimulator
