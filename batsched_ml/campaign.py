@@ -70,7 +70,13 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.errors import ConfigError, InputMissing, UserError
-from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
+from batsched_ml.registry import (
+    CORRECTIONS,
+    DISPATCHERS,
+    PAPER_VARIANTS,
+    STARVATION_THRESHOLD_HOURS,
+    VARIANTS,
+)
 from batsched_ml.replaying import planner_kwargs
 from batsched_ml.runfolder import RunIdentity, claim, mark_interrupted, same_run, workload_record
 from batsched_ml.scheduler.policies import POLICIES
@@ -78,7 +84,7 @@ from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 from batsched_ml.workload import archive, shipped
 from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
-SEEDED_VARIANTS = ("classification", "classification-idempotent")
+SEEDED_VARIANTS = ("classification", "classification-idempotent", "classification-guarded")
 RESULT_COLUMNS = (
     "trace",
     "policy",
@@ -245,7 +251,10 @@ CAMPAIGN_KEYS: dict[str, str] = {
     "trace_dir": "where traces named without a path are (default traces), relative to the file",
     "traces": "trace names (NAME.swf.gz or NAME.swf in trace_dir) or paths to .swf / .swf.gz",
     "policies": "queue orders (default: all): " + ", ".join(sorted(POLICIES)),
-    "variants": "variants (default: all): " + ", ".join(VARIANTS),
+    "variants": "variants (default: the paper's five): "
+    + ", ".join(PAPER_VARIANTS)
+    + "; also "
+    + ", ".join(v for v in VARIANTS if v not in PAPER_VARIANTS),
     "seeds": "forest seeds, for the variants that train one (default [0])",
     "copies": "shaken copies of each trace, the trace itself included (default 1)",
     "shake_seconds": f"how far a shaken copy moves submissions (default {DEFAULT_SHAKE_SECONDS})",
@@ -370,7 +379,7 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
     if not all(isinstance(t, str) and t.strip() for t in traces):
         raise CampaignError(f"{path}: [campaign] traces must be names or paths (strings)")
     policies = _list(table, "policies", path, sorted(POLICIES))
-    variants = _list(table, "variants", path, list(VARIANTS))
+    variants = _list(table, "variants", path, list(PAPER_VARIANTS))
     seeds = _list(table, "seeds", path, default=[0])
     if not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise CampaignError(f"{path}: [campaign] seeds must be non-negative integers")

@@ -21,16 +21,30 @@ POLICIES: dict[str, str] = {
     "saf": "smallest requested area (time * processors) first",
 }
 
-#: The variants that classify jobs small or large (:mod:`batsched_ml.scheduler.classified`).
+#: The variants that classify jobs small or large (:mod:`batsched_ml.scheduler.classified`):
+#: the paper's three, and ``classification-guarded``, the paper's method switched on only in
+#: the weeks where it pays on the machine (:mod:`batsched_ml.scheduler.guard`).
 CLASSIFIED_VARIANTS: tuple[str, ...] = (
     "classification",
     "classification-idempotent",
     "class-clairvoyant",
+    "classification-guarded",
 )
 
-#: ``--variant``. ``base``: EASY on requested times; ``runtime-clairvoyant``: EASY on actual
-#: runtimes (ordering and backfilling); the classified ones above.
-VARIANTS: tuple[str, ...] = ("base", *CLASSIFIED_VARIANTS, "runtime-clairvoyant")
+#: The five variants of Zrigui et al. (JPDC 2022, Figure 9): ``base``, EASY on requested times;
+#: ``runtime-clairvoyant``, EASY on actual runtimes (ordering and backfilling); the paper's
+#: classified ones. What the paper's reproduction (``paper-results``) and campaigns without a
+#: ``variants`` list run.
+PAPER_VARIANTS: tuple[str, ...] = (
+    "base",
+    "classification",
+    "classification-idempotent",
+    "class-clairvoyant",
+    "runtime-clairvoyant",
+)
+
+#: ``--variant``: the paper's five and ``classification-guarded``.
+VARIANTS: tuple[str, ...] = (*PAPER_VARIANTS, "classification-guarded")
 
 #: ``--predictor``: the runtime predictors (:mod:`batsched_ml.scheduler.predictors`).
 PREDICTORS: tuple[str, ...] = (

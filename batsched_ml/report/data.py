@@ -21,13 +21,14 @@ from batsched_ml.metrics import logical_jobs, read_jobs_csv, with_job_metrics
 from batsched_ml.runfolder import require_complete
 
 DAY = 86_400.0
-#: The paper's variants, in the order its figures show them.
+#: The paper's variants, in the order its figures show them, then the guarded one.
 VARIANT_ORDER = (
     "base",
     "classification",
     "classification-idempotent",
     "class-clairvoyant",
     "runtime-clairvoyant",
+    "classification-guarded",
 )
 POLICY_ORDER = ("fcfs", "wfp", "spf", "saf")
 

@@ -36,6 +36,7 @@ COLOURS = {
     "classification-idempotent": "#55a868",
     "class-clairvoyant": "#c44e52",
     "runtime-clairvoyant": "#8172b3",
+    "classification-guarded": "#937860",
 }
 
 
@@ -281,6 +282,7 @@ LINESTYLES = {
     "classification-idempotent": (0, (3, 2)),
     "class-clairvoyant": (0, (6, 2, 1, 2)),
     "runtime-clairvoyant": (0, (1, 1.5)),
+    "classification-guarded": (0, (4, 1, 1, 1)),
 }
 
 #: Waits below this (a minute) are drawn at it: the log axis cannot show 0.
