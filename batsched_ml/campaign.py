@@ -73,7 +73,6 @@ from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.registry import (
     CORRECTIONS,
     DISPATCHERS,
-    PAPER_VARIANTS,
     STARVATION_THRESHOLD_HOURS,
     VARIANTS,
 )
@@ -250,11 +249,8 @@ CAMPAIGN_KEYS: dict[str, str] = {
     "output": "the campaign's folder (default runs/campaign), relative to the file",
     "trace_dir": "where traces named without a path are (default traces), relative to the file",
     "traces": "trace names (NAME.swf.gz or NAME.swf in trace_dir) or paths to .swf / .swf.gz",
-    "policies": "queue orders (default: all): " + ", ".join(sorted(POLICIES)),
-    "variants": "variants (default: the paper's five): "
-    + ", ".join(PAPER_VARIANTS)
-    + "; also "
-    + ", ".join(v for v in VARIANTS if v not in PAPER_VARIANTS),
+    "policies": "queue orders (required): " + ", ".join(sorted(POLICIES)),
+    "variants": "variants (required): " + ", ".join(VARIANTS),
     "seeds": "forest seeds, for the variants that train one (default [0])",
     "copies": "shaken copies of each trace, the trace itself included (default 1)",
     "shake_seconds": f"how far a shaken copy moves submissions (default {DEFAULT_SHAKE_SECONDS})",
@@ -379,7 +375,7 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
     if not all(isinstance(t, str) and t.strip() for t in traces):
         raise CampaignError(f"{path}: [campaign] traces must be names or paths (strings)")
     policies = _list(table, "policies", path, sorted(POLICIES))
-    variants = _list(table, "variants", path, list(PAPER_VARIANTS))
+    variants = _list(table, "variants", path, list(VARIANTS))
     seeds = _list(table, "seeds", path, default=[0])
     if not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise CampaignError(f"{path}: [campaign] seeds must be non-negative integers")
