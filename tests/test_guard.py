@@ -21,7 +21,7 @@ from tests.test_classified import rows, workload
 from tests.test_classifier_options import StubTrainer
 
 
-def done(wait: float, runtime: float = 50.0, small: bool = False, divider: float | None = 100.0):
+def done(wait: float, runtime: float = 60.0, small: bool = False, divider: float | None = 100.0):
     return FinishedJob(0.0, wait, runtime, small, divider)
 
 
@@ -30,7 +30,7 @@ def done(wait: float, runtime: float = 50.0, small: bool = False, divider: float
 
 def test_no_model_is_off_whatever_the_waits() -> None:
     history = [done(5000.0)] * 60
-    assert decide(3, history, None, True, pressure=1.0, min_jobs=50) == GuardDecision(
+    assert decide(3, history, None, True, slowdown=2.0, min_jobs=50) == GuardDecision(
         3, False, "no model", 60
     )
 
@@ -39,27 +39,35 @@ def test_no_model_is_off_whatever_the_waits() -> None:
 def test_too_few_finished_jobs_keep_the_state_in_force(previous: bool) -> None:
     history = [done(5000.0)] * 49
     state = "on" if previous else "off"
-    assert decide(4, history, 100.0, previous, pressure=1.0, min_jobs=50) == GuardDecision(
+    assert decide(4, history, 100.0, previous, slowdown=2.0, min_jobs=50) == GuardDecision(
         4, previous, f"49 finished jobs < 50: stays {state}", 49, divider=100.0
     )
 
 
-def test_pressure_is_the_mean_wait_in_dividers() -> None:
-    # waits 0, 100, 200, 500: mean 200 s; divider 80 s: pressure 2.5
-    history = [done(0.0), done(100.0), done(200.0), done(500.0)]
-    on = decide(7, history, 80.0, False, pressure=2.5, min_jobs=4)
-    assert on == GuardDecision(7, True, "pressure 2.500 >= 2.5", 4, 200.0, 80.0, 2.5, None)
-    off = decide(7, history, 80.0, True, pressure=2.6, min_jobs=4)
-    assert off == GuardDecision(7, False, "pressure 2.500 < 2.6", 4, 200.0, 80.0, 2.5, None)
+def test_the_pressure_is_the_mean_bounded_slowdown_of_the_first_waits() -> None:
+    # runtime 60 s: bounded slowdowns 1, 2, 3 and 6, mean 3; a 10 s job that waited 110 s
+    # counts as a 60 s one, (110 + 10) / 60 = 2; one that waited 20 s is at the bound, 1
+    history = [done(0.0), done(60.0), done(120.0), done(300.0)]
+    on = decide(7, history, 80.0, False, slowdown=3.0, min_jobs=4)
+    assert on == GuardDecision(7, True, "slowdown 3.000 >= 3", 4, 120.0, 3.0, 80.0, None)
+    off = decide(7, history, 80.0, True, slowdown=3.1, min_jobs=4)
+    assert off == GuardDecision(7, False, "slowdown 3.000 < 3.1", 4, 120.0, 3.0, 80.0, None)
+    short = decide(7, [done(110.0, 10.0), done(20.0, 10.0)], 80.0, False, slowdown=1.5, min_jobs=2)
+    assert (short.on, short.reason, short.mean_wait, short.slowdown) == (
+        True,
+        "slowdown 1.500 >= 1.5",
+        65.0,
+        1.5,
+    )
 
 
 def test_a_machine_where_jobs_do_not_wait_is_off() -> None:
-    history = [done(0.0)] * 99 + [done(99.0)]  # mean wait 0.99 s, divider 100 s
-    decision = decide(1, history, 100.0, True, pressure=0.01, min_jobs=50)
-    assert (decision.on, decision.reason, decision.pressure) == (
+    history = [done(0.0)] * 99 + [done(60.0)]  # mean bounded slowdown 1.01
+    decision = decide(1, history, 100.0, True, slowdown=2.0, min_jobs=50)
+    assert (decision.on, decision.reason, decision.slowdown) == (
         False,
-        "pressure 0.010 < 0.01",
-        pytest.approx(0.0099),
+        "slowdown 1.010 < 2",
+        pytest.approx(1.01),
     )
 
 
@@ -72,7 +80,7 @@ def test_false_small_share_counts_the_forests_smalls_against_their_own_divider()
         done(10.0, runtime=30.0, small=True, divider=None),  # no divider: not judged
         done(10.0, runtime=900.0, small=False, divider=100.0),  # called large: not judged
     ]
-    decision = decide(2, history, 100.0, False, pressure=0.1, min_jobs=1)
+    decision = decide(2, history, 100.0, False, slowdown=1.0, min_jobs=1)
     assert decision.false_small_share == 0.5
     assert decision.mean_wait == 10.0
     assert decision.on
@@ -82,8 +90,8 @@ def test_false_small_share_counts_the_forests_smalls_against_their_own_divider()
     ("options", "message"),
     [
         ({"guard_weeks": 0}, "guard_weeks must be at least 1, not 0"),
-        ({"guard_pressure": -1.0}, "guard_pressure must be at least 0, not -1.0"),
-        ({"guard_pressure": float("nan")}, "guard_pressure must be at least 0, not nan"),
+        ({"guard_slowdown": 0.5}, "guard_slowdown must be at least 1, not 0.5"),
+        ({"guard_slowdown": float("nan")}, "guard_slowdown must be at least 1, not nan"),
         ({"guard_min_jobs": 0}, "guard_min_jobs must be at least 1, not 0"),
     ],
 )
@@ -98,11 +106,11 @@ def test_options_out_of_range(options: dict, message: str) -> None:
 def test_guard_options_are_typed_and_refused_where_they_do_not_apply() -> None:
     config = ReplayConfig(
         variant="classification-guarded",
-        classifier_params={"guard_weeks": "3", "guard_pressure": "0.5", "threshold": "0.6"},
+        classifier_params={"guard_weeks": "3", "guard_slowdown": "1.5", "threshold": "0.6"},
     )
     assert config.classifier_params == {
         "guard_weeks": 3,
-        "guard_pressure": 0.5,
+        "guard_slowdown": 1.5,
         "threshold": 0.6,
     }
     assert "guard_weeks=3" in config.title()
@@ -133,9 +141,9 @@ WEEKS = workload(
     (1, 0, 4, 1000, 9000),  # week 0, guard off (no finished job yet): large, 0-1000
     (2, 10, 4, 300, 3000),  # called small, queued large (off): waits 990, not killed
     (3, 20, 4, 50, 3000),  # called small, queued large: waits 1280
-    (4, W1 + 10, 4, 300, 3000),  # week 1, on (pressure 7.57): small, killed at the divider
+    (4, W1 + 10, 4, 300, 3000),  # week 1, on (slowdown 9.16): small, killed at the divider
     (5, W1 + 2000, 4, 50, 3000),  # small, runs at once
-    (6, W2, 4, 300, 3000),  # week 2, off (pressure 0): called small, queued large, not killed
+    (6, W2, 4, 300, 3000),  # week 2, off (slowdown 1): called small, queued large, not killed
 )
 
 
@@ -166,7 +174,7 @@ def test_weeks_on_and_off_in_the_schedule_and_weekly_quality(tmp_path: Path) -> 
     assert summary["kills"] == 1
     table = pd.read_csv(tmp_path / "weekly_quality.csv")
     guard = table[
-        ["week", "guard_on", "guard_reason", "guard_jobs", "guard_mean_wait", "guard_pressure"]
+        ["week", "guard_on", "guard_reason", "guard_jobs", "guard_mean_wait", "guard_slowdown"]
     ]
     assert guard.to_dict("records") == [
         {
@@ -175,23 +183,24 @@ def test_weeks_on_and_off_in_the_schedule_and_weekly_quality(tmp_path: Path) -> 
             "guard_reason": "0 finished jobs < 2: stays off",
             "guard_jobs": 0,
             "guard_mean_wait": pytest.approx(float("nan"), nan_ok=True),
-            "guard_pressure": pytest.approx(float("nan"), nan_ok=True),
+            "guard_slowdown": pytest.approx(float("nan"), nan_ok=True),
         },
         {
             "week": 1,
             "guard_on": True,
-            "guard_reason": "pressure 7.567 >= 1",
+            "guard_reason": "slowdown 9.156 >= 2",
             "guard_jobs": 3,
             "guard_mean_wait": pytest.approx(2270 / 3, abs=1e-6),
-            "guard_pressure": pytest.approx(22.70 / 3, abs=1e-6),
+            # bounded slowdowns 1 (job 1), 1290 / 300 (job 2) and 1330 / 60 (job 3)
+            "guard_slowdown": pytest.approx((1 + 1290 / 300 + 1330 / 60) / 3, abs=1e-6),
         },
         {
             "week": 2,
             "guard_on": False,
-            "guard_reason": "pressure 0.000 < 1",
+            "guard_reason": "slowdown 1.000 < 2",
             "guard_jobs": 2,
             "guard_mean_wait": 0.0,
-            "guard_pressure": 0.0,
+            "guard_slowdown": 1.0,
         },
     ]
     # week 1 judged the forest's smalls of week 0 (jobs 2 and 3: one false), week 2 those of
@@ -210,10 +219,10 @@ def test_a_guard_always_on_is_the_paper_method_and_always_off_is_the_base(kth_wo
         return run_replay(wl, ReplayConfig(variant=variant, classifier_params=options))
 
     paper = replayed("classification-idempotent")
-    on = replayed("classification-guarded", guard_pressure=0.0, guard_min_jobs=1)
+    on = replayed("classification-guarded", guard_slowdown=1.0, guard_min_jobs=1)
     assert on.rows == paper.rows
     assert paper.scheduler.kill_decisions > 0
-    off = replayed("classification-guarded", guard_pressure=1e12)
+    off = replayed("classification-guarded", guard_slowdown=1e12)
     assert rows(off) == rows(run_replay(wl, ReplayConfig()))
     assert off.scheduler.kill_decisions == 0
     assert off.scheduler.guard.demoted == sum(r.predicted_small for r in off.scheduler.records)
