@@ -25,10 +25,10 @@ classification is the bounded slowdown the small jobs do not spend waiting, so i
 exactly when the recent jobs' bounded slowdown is; while the kills cost each false small at
 most about one slowdown unit of its own (a lost divider-long run, the divider below its
 runtime). A mean wait in units of the divider, the exchange rate of that trade in seconds,
-kept classification off in half of HPC2N-2002's weeks under FCFS, whose divider is long,
-where it gains; an absolute wait (hours) does not transfer between machines. With 2 (jobs
-waited on average at least as long as they ran) the weeks off hold under 1 % of the paper's
-method's gain on the paper traces, and the machines where it loses are off nearly always.
+kept classification off in 29 % of HPC2N-2002's weeks under FCFS (its divider is long) and
+lost a fifth of the gain there; an absolute wait (hours) does not transfer between machines.
+With 2 (jobs waited on average at least as long as they ran) the weeks off held at most 2 % of
+the paper's method's gain on the paper traces (``benchmarks/guard_candidates.py``).
 
 While off, every job is queued and planned as the base variant would queue it (class rank 1
 for all, planned runtime the uncapped estimate), so none is killed; the classifier still
@@ -36,9 +36,8 @@ classifies and learns (its features, training set and the weekly quality of its 
 are those of the forest, on or off), so that the guard's weeks on have the paper's model.
 Jobs already queued keep the class they were admitted with.
 
-The other candidates were measured on the five paper traces before this one was chosen (the
-page docs/guarded.md says how); the decision and every quantity it used are written week by
-week into ``weekly_quality.csv`` (:meth:`Guard.table`).
+The decision and every quantity it used are written week by week into ``weekly_quality.csv``
+(:meth:`Guard.table`).
 """
 
 from __future__ import annotations
