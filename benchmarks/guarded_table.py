@@ -5,8 +5,8 @@ Usage::
 
     python benchmarks/guarded_table.py runs/guarded/results.csv [MORE.csv ...]
 
-Reads the campaigns' ``results.csv`` (one row per run; several files are joined, a run named
-twice is refused) and, for each trace and policy, prints one markdown row: the base's mean
+Reads the campaigns' ``results.csv`` (one row per run; several files are joined, a run listed
+by two of them counted once) and, for each trace and policy, prints one markdown row: the base's mean
 bounded slowdown; the gain over the base (reduction of the cumulative bounded slowdown, in %)
 of the paper's method, the guarded variant and the ceiling; the share of the ceiling's gain
 each method reaches; how much of the paper's method's gain the guarded variant keeps (its gain
@@ -52,7 +52,7 @@ def text(value: Estimate | None, digits: int = 1) -> str:
 
 
 def table(results: pd.DataFrame) -> str:
-    results = results[results["status"] == "done"]
+    results = results[results["status"].isin(["done", "existing"])]
     results = results[results["classifier_options"].fillna("") == ""]
     cells: dict[tuple[str, str], dict[int, dict[str, pd.Series]]] = defaultdict(dict)
     for _, run in results.iterrows():
@@ -117,8 +117,12 @@ def main() -> int:
     )
     parser.add_argument("results", nargs="+", type=Path, help="campaigns' results.csv files")
     args = parser.parse_args()
-    frames = [pd.read_csv(path, dtype={"classifier_options": str}) for path in args.results]
-    combined = pd.concat(frames, ignore_index=True)
+    frames = []
+    for path in args.results:
+        frame = pd.read_csv(path, dtype={"classifier_options": str})
+        frame["path"] = [str(path.parent / folder) for folder in frame["path"]]  # the output's
+        frames.append(frame)
+    combined = pd.concat(frames, ignore_index=True)  # a run listed by two campaigns: once
     combined = combined.drop_duplicates(subset=["trace", "policy", "variant", "copy", "path"])
     print(table(combined))
     return 0
