@@ -62,7 +62,7 @@ def table(results: pd.DataFrame) -> str:
             raise SystemExit(f"two runs of {run['variant']} for {run['trace']} {run['policy']}")
         runs[str(run["variant"])] = run
     lines = [
-        "| trace | policy | copies | base: mean bsld | gain: method | gain: guarded | "
+        "| trace | policy | copies | base: mean bounded slowdown | gain: method | gain: guarded | "
         "gain: ceiling | share: method | share: guarded | guarded keeps of the method's gain | "
         "kills: method | kills: guarded | guard on (weeks) | worse than base beyond interval? |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
