@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from batsched_ml.cli import main
 from batsched_ml.errors import ConfigError
 from batsched_ml.outputs import write_replay
 from batsched_ml.predict.training import WEEK
@@ -19,6 +20,7 @@ from batsched_ml.sim.jobs_csv import write_jobs_csv
 from tests.conftest import workload_head
 from tests.test_classified import rows, workload
 from tests.test_classifier_options import StubTrainer
+from tests.test_cli import _one_line_error, write_slice
 
 
 def done(wait: float, runtime: float = 60.0, small: bool = False, divider: float | None = 100.0):
@@ -257,3 +259,42 @@ def test_the_paper_variants_are_unchanged(kth_workload, tmp_path, policy, varian
     write_jobs_csv(tmp_path / "jobs.csv", result.rows)
     digest = hashlib.sha256((tmp_path / "jobs.csv").read_bytes()).hexdigest()
     assert digest == PAPER_DIGESTS[(policy, variant)]
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_the_command_line_refuses_guard_settings_in_one_line(tmp_path: Path, capsys) -> None:
+    out = str(tmp_path / "o")
+    cases = [
+        (
+            ["--variant", "classification-idempotent", "--classifier-option", "guard_weeks=3"],
+            "guard_weeks: the guard's options go with the classification-guarded variant",
+        ),
+        (
+            ["--variant", "classification-guarded", "--classifier-option", "guard_slowdown=0.5"],
+            "guard_slowdown must be at least 1, not 0.5",
+        ),
+        (
+            ["--variant", "classification-guarded", "--classifier-option", "guard_slow=3"],
+            "the guard has no parameter 'guard_slow'",
+        ),
+    ]
+    for args, fragment in cases:
+        code, err = _one_line_error(["replay", "-o", out, *args], capsys)
+        assert code == 2, (args, err)
+        assert fragment in err, (args, err)
+
+
+def test_the_side_trainer_process_gives_the_same_guarded_run(kth_workload, tmp_path: Path, capsys):
+    workload = write_slice(kth_workload, tmp_path / "w.json", 3000)
+    for trainer in ("process", "inprocess"):
+        options = ["--variant", "classification-guarded", "--trainer", trainer, "-q"]
+        assert main(["replay", str(workload), *options, "-o", str(tmp_path / trainer)]) == 0
+    capsys.readouterr()
+    for name in ("jobs.csv", "weekly_quality.csv"):
+        mine = (tmp_path / "process" / name).read_bytes()
+        assert mine == (tmp_path / "inprocess" / name).read_bytes(), name
+    weekly = pd.read_csv(tmp_path / "process" / "weekly_quality.csv")
+    assert weekly["guard_reason"].iloc[0] == "no model"
+    assert weekly["guard_on"].iloc[1:].all()  # KTH-SP2's first weeks: jobs wait
