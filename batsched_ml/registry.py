@@ -22,19 +22,35 @@ POLICIES: dict[str, str] = {
 }
 
 #: The variants that classify jobs small or large (:mod:`batsched_ml.scheduler.classified`),
-#: with what each does.
+#: with what each does: the paper's three, and ``classification-guarded``, the paper's method
+#: switched on only in the weeks where it pays on the machine (:mod:`batsched_ml.scheduler.guard`).
 CLASSIFIED_VARIANTS: dict[str, str] = {
     "classification": "small/large queues from weekly Random Forests, the small queue first",
     "classification-idempotent": "classification, plus killing small jobs that outrun the "
     "divider and resubmitting them as large",
     "class-clairvoyant": "the small/large queues with the true class (the method's ceiling)",
+    "classification-guarded": "classification-idempotent, switched on only in the weeks where "
+    "the recently finished jobs waited (their mean bounded slowdown at least 2)",
 }
+
+#: The five variants of Zrigui et al. (JPDC 2022, Figure 9): what the paper's reproduction
+#: (``paper-results``) runs.
+PAPER_VARIANTS: tuple[str, ...] = (
+    "base",
+    "classification",
+    "classification-idempotent",
+    "class-clairvoyant",
+    "runtime-clairvoyant",
+)
 
 #: ``--variant``: how the scheduler plans with runtimes and classes.
 VARIANTS: dict[str, str] = {
     "base": "EASY on the predicted (by default the requested) times",
-    **CLASSIFIED_VARIANTS,
+    **{
+        name: text for name, text in CLASSIFIED_VARIANTS.items() if name != "classification-guarded"
+    },
     "runtime-clairvoyant": "EASY on the actual runtimes (ordering and backfilling)",
+    "classification-guarded": CLASSIFIED_VARIANTS["classification-guarded"],
 }
 
 #: ``--predictor``: the runtime predictors (:mod:`batsched_ml.scheduler.predictors`). All but

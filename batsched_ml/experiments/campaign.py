@@ -79,7 +79,7 @@ from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 from batsched_ml.workload import archive, shipped
 from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
-SEEDED_VARIANTS = ("classification", "classification-idempotent")
+SEEDED_VARIANTS = ("classification", "classification-idempotent", "classification-guarded")
 RESULT_COLUMNS = (
     "trace",
     "policy",
@@ -250,8 +250,8 @@ CAMPAIGN_KEYS: dict[str, str] = {
     "output": "the campaign's folder (default runs/campaign), relative to the file",
     "trace_dir": "where traces named without a path are (default traces), relative to the file",
     "traces": "trace names (NAME.swf.gz or NAME.swf in trace_dir) or paths to .swf / .swf.gz",
-    "policies": "queue orders (default: all): " + ", ".join(sorted(POLICIES)),
-    "variants": "variants (default: all): " + ", ".join(VARIANTS),
+    "policies": "queue orders (required): " + ", ".join(sorted(POLICIES)),
+    "variants": "variants (required): " + ", ".join(VARIANTS),
     "seeds": "forest seeds, for the variants that train one (default [0])",
     "copies": "shaken copies of each trace, the trace itself included (default 1)",
     "shake_seconds": f"how far a shaken copy moves submissions (default {DEFAULT_SHAKE_SECONDS})",

@@ -29,13 +29,14 @@ from batsched_ml.results.metrics import killed_jobs, logical_jobs, read_jobs_csv
 from batsched_ml.results.runfolder import require_complete
 
 DAY = 86_400.0
-#: The paper's variants, in the order its figures show them.
+#: The paper's variants, in the order its figures show them, then the guarded one.
 VARIANT_ORDER = (
     "base",
     "classification",
     "classification-idempotent",
     "class-clairvoyant",
     "runtime-clairvoyant",
+    "classification-guarded",
 )
 POLICY_ORDER = ("fcfs", "wfp", "spf", "saf")
 

@@ -43,6 +43,7 @@ COLOURS = {
     "classification-idempotent": "#55a868",
     "class-clairvoyant": "#c44e52",
     "runtime-clairvoyant": "#8172b3",
+    "classification-guarded": "#937860",
 }
 #: Colours of the methods that are not a plain variant (another predictor, options...).
 OTHER_COLOURS = (
@@ -95,6 +96,7 @@ LINESTYLES = {
     "classification-idempotent": (0, (3, 2)),
     "class-clairvoyant": (0, (6, 2, 1, 2)),
     "runtime-clairvoyant": (0, (1, 1.5)),
+    "classification-guarded": (0, (2, 1, 1, 1)),
 }
 
 

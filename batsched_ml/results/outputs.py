@@ -373,6 +373,12 @@ def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
         columns=["week", "divider", "model", "n_train"],  # a run stopped before its first week
     )
     weekly = weeks.merge(weekly, on="week", how="left")
+    guard = getattr(scheduler, "guard", None)
+    if guard is not None:  # classification-guarded: each week's decision and its quantities
+        from batsched_ml.scheduler.guard import GUARD_COLUMNS
+
+        decisions = pd.DataFrame(guard.table(), columns=["week", *GUARD_COLUMNS])
+        weekly = weekly.merge(decisions, on="week", how="left")
     weekly.to_csv(out / WEEKLY_QUALITY, index=False, float_format="%.6f")
     importances = pd.DataFrame(
         [[w.week, *w.importances] for w in scheduler.weeks if w.importances is not None],
@@ -381,4 +387,7 @@ def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
     importances.to_csv(out / FEATURE_IMPORTANCE, index=False, float_format="%.6f")
     overall["kill_decisions"] = scheduler.kill_decisions
     overall["weeks_with_model"] = int(sum(w.has_model for w in scheduler.weeks))
+    if guard is not None:
+        overall["guard_weeks_on"] = int(sum(d.on for d in guard.decisions))
+        overall["guard_demoted_jobs"] = guard.demoted
     return overall

@@ -137,14 +137,29 @@ class ReplayConfig:
         the divider)."""
         from batsched_ml.scheduler.classified import NOT_OPTIONS as CLASSIFIER_NOT_OPTIONS
         from batsched_ml.scheduler.classified import Classifier
+        from batsched_ml.scheduler.guard import GuardOptions, split_options
 
         if not self.classified:
             raise ConfigError(
                 f"--classifier-option goes with the classified variants, not {self.variant}"
             )
+        options, guard_options = split_options(self.classifier_params)
+        guarded = self.variant == "classification-guarded"
+        if guard_options and not guarded:
+            raise ConfigError(
+                f"{', '.join(guard_options)}: the guard's options go with the "
+                f"classification-guarded variant, not {self.variant}"
+            )
         typed = constructor_kwargs(
-            Classifier, "the classifier", self.classifier_params, exclude=CLASSIFIER_NOT_OPTIONS
+            Classifier, "the classifier", options, exclude=CLASSIFIER_NOT_OPTIONS
         )
+        if guarded and typed.get("threshold_rule", "fixed") != "fixed":
+            # the cost rule reads each finished job's applied class from the classifier's
+            # records, which the guard overrides in its weeks off: refused, not misread
+            raise ConfigError(
+                "threshold_rule=cost does not go with the classification-guarded variant"
+            )
+        typed.update(constructor_kwargs(GuardOptions, "the guard", guard_options))
         if self.variant == "class-clairvoyant" and set(typed) - {"divider_quantile"}:
             raise ConfigError(
                 "the class-clairvoyant variant takes no classifier option but divider_quantile "

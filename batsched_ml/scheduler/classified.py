@@ -22,6 +22,9 @@ Variants (``--variant``):
 ``classification-idempotent``   classify; a small job still running after the divider is killed
                                 and resubmitted as large (the safeguard; jobs are idempotent)
 ``class-clairvoyant``           the true class (runtime below the divider) replaces the model
+``classification-guarded``      ``classification-idempotent`` in the weeks where it pays on the
+                                machine, else every job queued as the base queues it (not the
+                                paper's: :mod:`batsched_ml.scheduler.guard`)
 ==============================  ===============================================================
 
 (``base`` and ``runtime-clairvoyant`` need no classes: see :data:`batsched_ml.registry.VARIANTS`.)
@@ -733,10 +736,12 @@ class Safeguard(Component):
 
 class ClassifyingScheduler(BatchScheduler):
     """A convenience constructor: the scheduler with a :class:`Classifier` for ``variant``
-    (and the :class:`Safeguard` for ``classification-idempotent``), over any ``predictor``,
-    ``dispatcher`` and ``correction``; ``classifier_options``: the :class:`Classifier`'s
-    options (``threshold``, ``small_order``, ``divider_quantile``). The classifier's records
-    are read through it."""
+    (and the :class:`Safeguard` for ``classification-idempotent``; the :class:`Safeguard` and
+    the :class:`~batsched_ml.scheduler.guard.Guard` for ``classification-guarded``), over any
+    ``predictor``, ``dispatcher`` and ``correction``; ``classifier_options``: the
+    :class:`Classifier`'s options (``threshold``, ``small_order``, ``divider_quantile``) and,
+    for the guarded variant, the guard's (``guard_weeks``, ...). The classifier's records are
+    read through it."""
 
     def __init__(
         self,
@@ -755,20 +760,32 @@ class ClassifyingScheduler(BatchScheduler):
     ) -> None:
         if variant not in registry.CLASSIFIED_VARIANTS:
             raise ValueError(f"unknown classified variant {variant!r}")
+        from batsched_ml.scheduler.guard import Guard, GuardOptions, split_options
+
         self.variant = variant
+        options, guard_options = split_options(classifier_options or {})
+        if guard_options and variant != "classification-guarded":
+            raise ValueError(
+                f"{', '.join(guard_options)}: the guard's options go with the "
+                f"classification-guarded variant, not {variant}"
+            )
         self.classifier = Classifier(
             trainer=trainer,
             calendar=calendar,
             feature_mode=feature_mode,
             clairvoyant=variant == "class-clairvoyant",
             cap_small=variant != "classification",
-            **(classifier_options or {}),
+            **options,
         )
         components: list[Component] = [self.classifier]
         self.safeguard: Safeguard | None = None
-        if variant == "classification-idempotent":
+        self.guard: Guard | None = None
+        if variant in ("classification-idempotent", "classification-guarded"):
             self.safeguard = Safeguard(self.classifier)
             components.append(self.safeguard)
+        if variant == "classification-guarded":
+            self.guard = Guard(self.classifier, GuardOptions(**guard_options))
+            components.append(self.guard)
         super().__init__(
             policy,
             predictor,

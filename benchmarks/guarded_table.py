@@ -1,0 +1,132 @@
+"""The table of docs/guarded.md: the guarded variant against the base, the paper's method
+(classification-idempotent) and the class-clairvoyant ceiling, from campaign results.
+
+Usage::
+
+    python benchmarks/guarded_table.py runs/guarded/results.csv [MORE.csv ...]
+
+Reads the campaigns' ``results.csv`` (one row per run; several files are joined, a run listed
+by two of them counted once) and, for each trace and policy, prints one markdown row: the base's mean
+bounded slowdown; the gain over the base (reduction of the cumulative bounded slowdown, in %)
+of the paper's method, the guarded variant and the ceiling; the share of the ceiling's gain
+each method reaches; how much of the paper's method's gain the guarded variant keeps (its gain
+over the method's, per copy); the jobs killed at the divider by each; the weeks the guard was
+on (from each guarded run's ``summary.json``); and the verdicts of the targets: worse than the
+base beyond the 95 % interval (with one copy there is no interval: the sign is shown), at least
+90 % of the method's gain kept (FCFS), no more kills than the method. Figures are means over the
+copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired per copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
+
+METHOD, GUARDED = "classification-idempotent", "classification-guarded"
+
+
+def weeks_on(path: str) -> tuple[int, int] | None:
+    """The guard's weeks on and the weeks with a model, from a guarded run's summary."""
+    file = Path(path) / "summary.json"
+    if not file.exists():
+        return None
+    quality = json.loads(file.read_text()).get("classification", {})
+    if "guard_weeks_on" not in quality:
+        return None
+    return int(quality["guard_weeks_on"]), int(quality["weeks_with_model"])
+
+
+def of(copy: dict[str, pd.Series], variant: str) -> float:
+    """A copy's cumulative bounded slowdown under ``variant`` (what the gains compare)."""
+    return float(copy[variant]["cumulative_bsld"])
+
+
+def text(value: Estimate | None, digits: int = 1) -> str:
+    return "n/a" if value is None else value.text(100.0, digits)
+
+
+def table(results: pd.DataFrame) -> str:
+    results = results[results["status"].isin(["done", "existing"])]
+    results = results[results["classifier_options"].fillna("") == ""]
+    cells: dict[tuple[str, str], dict[int, dict[str, pd.Series]]] = defaultdict(dict)
+    for _, run in results.iterrows():
+        copy = int(run["copy"])
+        runs = cells[(str(run["trace"]), str(run["policy"]))].setdefault(copy, {})
+        if str(run["variant"]) in runs:
+            raise SystemExit(f"two runs of {run['variant']} for {run['trace']} {run['policy']}")
+        runs[str(run["variant"])] = run
+    lines = [
+        "| trace | policy | copies | base: mean bounded slowdown | gain: method | gain: guarded | "
+        "gain: ceiling | share: method | share: guarded | guarded keeps of the method's gain | "
+        "kills: method | kills: guarded | guard on (weeks) | worse than base beyond interval? |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for (trace, policy), copies in cells.items():
+        full = [c for c in copies.values() if all(v in c for v in (BASE, METHOD, GUARDED, CEILING))]
+        if not full:
+            continue
+        gains = {
+            v: estimate([gain(of(c, BASE), of(c, v)) for c in full])
+            for v in (METHOD, GUARDED, CEILING)
+        }
+        shares = {}
+        for v in (METHOD, GUARDED):
+            values = [share_of_ceiling(of(c, BASE), of(c, v), of(c, CEILING)) for c in full]
+            known = [s for s in values if s is not None]
+            shares[v] = estimate(known) if known else None
+        kept_values = [
+            (of(c, BASE) - of(c, GUARDED)) / (of(c, BASE) - of(c, METHOD))
+            for c in full
+            if of(c, BASE) != of(c, METHOD)
+        ]
+        kept = estimate(kept_values) if kept_values else None
+        kills = {v: sum(float(c[v]["kills"]) for c in full) / len(full) for v in (METHOD, GUARDED)}
+        jobs = sum(float(c[BASE]["jobs"]) for c in full) / len(full)
+        on = [weeks_on(str(c[GUARDED]["path"])) for c in full]
+        on_text = (
+            f"{sum(o[0] for o in on) / len(on):.0f} of {sum(o[1] for o in on) / len(on):.0f}"
+            if all(o is not None for o in on)
+            else "n/a"
+        )
+        g = gains[GUARDED]
+        if g.n < 2:
+            verdict = "no interval (1 copy): " + ("worse" if g.mean < 0 else "not worse")
+        else:
+            verdict = "**yes**" if g.high < 0 else "no"
+        base_bsld = sum(float(c[BASE]["mean_bsld"]) for c in full) / len(full)
+        lines.append(
+            f"| {trace.removesuffix('-cln')} | {policy} | {len(full)} | {base_bsld:.2f} | "
+            f"{text(gains[METHOD])} | {text(gains[GUARDED])} | {text(gains[CEILING])} | "
+            f"{text(shares[METHOD], 0)} | {text(shares[GUARDED], 0)} | {text(kept, 0)} | "
+            f"{kills[METHOD]:,.0f} ({100 * kills[METHOD] / jobs:.1f} %) | "
+            f"{kills[GUARDED]:,.0f} ({100 * kills[GUARDED] / jobs:.1f} %) | {on_text} | "
+            f"{verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("results", nargs="+", type=Path, help="campaigns' results.csv files")
+    args = parser.parse_args()
+    frames = []
+    for path in args.results:
+        frame = pd.read_csv(path, dtype={"classifier_options": str})
+        frame["path"] = [str(path.parent / folder) for folder in frame["path"]]  # the output's
+        frames.append(frame)
+    combined = pd.concat(frames, ignore_index=True)  # a run listed by two campaigns: once
+    combined = combined.drop_duplicates(subset=["trace", "policy", "variant", "copy", "path"])
+    print(table(combined))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
