@@ -279,11 +279,11 @@ class BatchScheduler:
         if isinstance(event, JobSubmitted):
             self.on_submitted(event)
             return True
-        if not isinstance(event, (SimulationBegins, Notify)):
-            self._fresh = None  # a completion, a call back, a kill: the next pass walks it all
         if isinstance(event, JobCompleted):
-            self.on_completed(event, now)
+            self.on_completed(event, now)  # the next pass walks the whole queue
             return True
+        if not isinstance(event, (SimulationBegins, Notify)):
+            self._fresh = None  # a call back, a kill: the next pass walks the whole queue
         if isinstance(event, RequestedCall):
             for hook in self._hooks["on_requested_call"]:
                 hook(now)
