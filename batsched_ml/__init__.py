@@ -1,10 +1,14 @@
-"""batsched-ml: a Batsim 4 scheduler with online job-size classification.
+"""batsched-ml: a Batsim 4 and 5 scheduler with online job-size classification.
 
 The package is organised by concern: :mod:`batsched_ml.workload` turns SWF traces into Batsim
-inputs, :mod:`batsched_ml.protocol` is the one codec of the Batsim 4 JSON protocol and
-:mod:`batsched_ml.sim` is an embedded, Batsim-compatible discrete-event simulator;
-:func:`batsched_ml.replay` (:mod:`batsched_ml.api`) runs a replay from Python and returns its
-results as tables.
+inputs; :mod:`batsched_ml.protocol` holds one codec per Batsim protocol (4's JSON, 5's
+batprotocol JSON) onto the same typed events; :mod:`batsched_ml.scheduler` is the pure
+scheduler (events in, decisions out); :mod:`batsched_ml.sim` is an embedded, Batsim-compatible
+discrete-event simulator; :mod:`batsched_ml.runs` makes a run from its settings,
+:mod:`batsched_ml.results` its figures and files; :mod:`batsched_ml.serving` serves a real
+Batsim; :mod:`batsched_ml.experiments` runs campaigns and :mod:`batsched_ml.report` draws them;
+:mod:`batsched_ml.cli` is the command line. :func:`batsched_ml.replay`
+(:mod:`batsched_ml.api`) runs a replay from Python and returns its results as tables.
 """
 
 from typing import Any

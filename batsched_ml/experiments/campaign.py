@@ -79,6 +79,22 @@ from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 from batsched_ml.workload import archive, shipped
 from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
+#: The figures of a run's ``summary.json`` that its row of the results table copies (the cost
+#: side, from :func:`batsched_ml.results.metrics.summarize`, is None for older runs).
+SUMMARY_COLUMNS = (
+    "jobs",
+    "mean_bsld",
+    "cumulative_bsld",
+    "mean_wait",
+    "max_wait",
+    "kills",
+    "killed_jobs",
+    "wasted_core_hours",
+    "wasted_share",
+    "utilisation",
+    "useful_utilisation",
+)
+
 SEEDED_VARIANTS = ("classification", "classification-idempotent", "classification-guarded")
 RESULT_COLUMNS = (
     "trace",
@@ -96,17 +112,7 @@ RESULT_COLUMNS = (
     "status",
     "seconds",
     "path",
-    "jobs",
-    "mean_bsld",
-    "cumulative_bsld",
-    "mean_wait",
-    "max_wait",
-    "kills",
-    "killed_jobs",
-    "wasted_core_hours",
-    "wasted_share",
-    "utilisation",
-    "useful_utilisation",
+    *SUMMARY_COLUMNS,
     "accuracy",
     "APA",
     "MAE",
@@ -638,19 +644,7 @@ def result_row(
     if status != "failed" and summary_path.exists():
         summary = json.loads(summary_path.read_text())
         row["run_id"] = summary.get("run_id")
-        for key in (
-            "jobs",
-            "mean_bsld",
-            "cumulative_bsld",
-            "mean_wait",
-            "max_wait",
-            "kills",
-            "killed_jobs",
-            "wasted_core_hours",  # the cost side (metrics.summarize): None from older runs
-            "wasted_share",
-            "utilisation",
-            "useful_utilisation",
-        ):
+        for key in SUMMARY_COLUMNS:
             row[key] = summary.get(key)
         row["accuracy"] = (summary.get("classification") or {}).get("accuracy")
         prediction = summary.get("prediction") or {}

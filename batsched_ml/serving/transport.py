@@ -63,6 +63,18 @@ def bind_rep(endpoint: str, on_bound: Callable[[str], None] | None = None) -> zm
     return socket
 
 
+def rep_socket(
+    endpoint: str | zmq.Socket, on_bound: Callable[[str], None] | None = None
+) -> zmq.Socket:
+    """``endpoint`` bound (:func:`bind_rep`), or the socket given, bound already: ready now
+    either way (``on_bound`` gets its endpoint)."""
+    if not isinstance(endpoint, zmq.Socket):
+        return bind_rep(endpoint, on_bound)
+    if on_bound is not None:
+        on_bound(endpoint.getsockopt_string(zmq.LAST_ENDPOINT))
+    return endpoint
+
+
 def serve(
     endpoint: str | zmq.Socket,
     handler: Callable[[Message], Message],
@@ -79,12 +91,7 @@ def serve(
     (:func:`~batsched_ml.protocol.dialect.judge_first_frame`); a message that cannot be parsed
     :class:`ProtocolError`; no message within ``timeout`` seconds :class:`TransportError`.
     """
-    if isinstance(endpoint, zmq.Socket):  # bound already: ready now
-        socket = endpoint
-        if on_bound is not None:
-            on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
-    else:
-        socket = bind_rep(endpoint, on_bound)
+    socket = rep_socket(endpoint, on_bound)
     try:
         count = 0
         while True:

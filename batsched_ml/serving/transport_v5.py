@@ -35,7 +35,7 @@ from batsched_ml.protocol.framing_v5 import (
     protocol_of,
     split_hello,
 )
-from batsched_ml.serving.transport import bind_rep
+from batsched_ml.serving.transport import rep_socket
 from batsched_ml.serving.transport import serve as serve_v4
 from batsched_ml.sim.simulator import BatsimSimulator
 
@@ -111,12 +111,7 @@ def serve(
         if on_protocol is not None:
             on_protocol(4)
         return serve_v4(endpoint, handler, timeout=timeout, on_bound=on_bound)
-    if isinstance(endpoint, zmq.Socket):  # bound already: ready now
-        socket = endpoint
-        if on_bound is not None:
-            on_bound(socket.getsockopt_string(zmq.LAST_ENDPOINT))
-    else:
-        socket = bind_rep(endpoint, on_bound)
+    socket = rep_socket(endpoint, on_bound)
     try:
         first = _receive(socket, timeout)
         found = protocol_of(first)

@@ -824,28 +824,23 @@ class BatsimSimulator:
         self._to_delete.append(job)
         job.actor = None  # its code is over: neither kept alive nor traversed by the GC
         assert job.alloc is not None
-        if self.batsim5 is not None:
-            self.rows.append(
-                jobs_csv.finished_row_v5(
-                    name=job.name,
-                    workload=job.workload,
-                    profile=f"{job.workload}!{job.profile}",
-                    subtime=job.subtime,
-                    res=job.res,
-                    walltime=job.walltime,
-                    state=job.final,
-                    start=job.start,
-                    finish=job.end,
-                    alloc=jobs_csv.alloc_text(job.runs),
-                    dynamic=job.registered,
-                )
+        if self.batsim5 is not None:  # Batsim 5.0.0-rc2 does not check that hosts are free
+            row = jobs_csv.finished_row_v5(
+                name=job.name,
+                workload=job.workload,
+                profile=f"{job.workload}!{job.profile}",
+                subtime=job.subtime,
+                res=job.res,
+                walltime=job.walltime,
+                state=job.final,
+                start=job.start,
+                finish=job.end,
+                alloc=jobs_csv.alloc_text(job.runs),
+                dynamic=job.registered,
             )
-            code = 0 if job.final == "COMPLETED_SUCCESSFULLY" else -1
-            self._outbox.append(JobCompleted(self._stamp(), job.job_id, job.final, code, job.alloc))
-            return
-        self._busy.remove(job.runs)
-        self.rows.append(
-            jobs_csv.finished_row(
+        else:
+            self._busy.remove(job.runs)
+            row = jobs_csv.finished_row(
                 name=job.name,
                 workload=job.workload,
                 profile=job.profile,
@@ -858,7 +853,7 @@ class BatsimSimulator:
                 alloc=jobs_csv.alloc_text(job.runs),
                 metadata=job.metadata,
             )
-        )
+        self.rows.append(row)
         code = 0 if job.final == "COMPLETED_SUCCESSFULLY" else -1
         self._outbox.append(JobCompleted(self._stamp(), job.job_id, job.final, code, job.alloc))
 
