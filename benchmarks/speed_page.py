@@ -65,6 +65,13 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   the whole CTC-SP2 trace included. It simulates static workloads and dynamic jobs (the
   classified variants' resubmissions); a run it does not take (forwarded profiles, several
   workloads, a workload it is not sure of) runs on the reference, with the same results.
+- **A pass after a pass tests only the new jobs.** When nothing but submissions came since the
+  previous pass (the same free machines, the same expected ends, the same head and shadow
+  time), the jobs that pass refused are refused again (EASY's refusal only grows with time and
+  with fewer free machines), so only the jobs queued since are tested
+  (`batsched_ml/scheduler/easy.py`): the long queues of RICC and CEA-Curie no longer walk every
+  waiting job at every submission. `tests/test_easy.py` compares the shortcut with the whole
+  walk.
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
