@@ -5,17 +5,17 @@
 >>> result.summary["mean_bsld"], len(result.jobs)  # doctest: +SKIP
 
 The same replay as ``batsched-ml replay``, with the same outputs: a :class:`Result` holds what the
-command writes into its run folder, read back into pandas tables (``jobs`` is Batsim's
-``jobs.csv``, ``summary`` is ``summary.json``, and so on), so a notebook and the command line
-never disagree. Settings are :class:`~batsched_ml.runs.replaying.ReplayConfig`'s fields, given as
+command writes into its run folder, made by the same writers in memory (no folder is written)
+and parsed into pandas tables (``jobs`` is Batsim's ``jobs.csv``, ``summary`` is
+``summary.json``, and so on), so a notebook and the command line never disagree. Settings are :class:`~batsched_ml.runs.replaying.ReplayConfig`'s fields, given as
 keyword arguments (``predictor`` is accepted for the runtime predictor, as on the command line).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,28 +71,27 @@ def replay(
     :class:`~batsched_ml.errors.ConfigError` with the reason.
     """
     from batsched_ml.results.metrics import read_jobs_csv
-    from batsched_ml.results.outputs import write_replay
+    from batsched_ml.results.outputs import JOBS, SUMMARY, TIMING, Memory, write_replay
     from batsched_ml.runs.pipeline import load
     from batsched_ml.runs.replaying import ReplayConfig, run_replay
+    from batsched_ml.workload.shipped import resolve
 
     if config is None:
         config = ReplayConfig(**settings)
     elif settings:
         config = dataclasses.replace(config, **settings)
-    from batsched_ml.workload.shipped import resolve
-
     data = workload if isinstance(workload, dict) else load(resolve(workload))
     result = run_replay(data, config)
-    with tempfile.TemporaryDirectory(prefix="batsched-ml-") as tmp:
-        out = Path(tmp)
-        write_replay(result, out)
-        tables = {
-            name: pd.read_csv(out / file) if (out / file).exists() else None
-            for name, file in _TABLES.items()
-        }
-        return Result(
-            jobs=read_jobs_csv(out / "jobs.csv"),
-            summary=json.loads((out / "summary.json").read_text()),
-            timing=json.loads((out / "timing.json").read_text()),
-            **tables,
-        )
+    files = Memory()  # the run folder's files, as texts: no folder written
+    write_replay(result, files)
+    texts = files.texts
+    tables = {
+        name: pd.read_csv(io.StringIO(texts[file])) if file in texts else None
+        for name, file in _TABLES.items()
+    }
+    return Result(
+        jobs=read_jobs_csv(io.StringIO(texts[JOBS])),
+        summary=json.loads(texts[SUMMARY]),
+        timing=json.loads(texts[TIMING]),
+        **tables,
+    )

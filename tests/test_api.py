@@ -86,3 +86,23 @@ def test_the_registry_is_what_the_implementations_offer() -> None:
     assert tuple(PREDICTORS) == tuple(registry.PREDICTORS)
     # every registered correction is implemented ("none" is no correction)
     assert [get_correction(name) is None for name in registry.CORRECTIONS] == [True, False, False]
+
+
+def test_the_api_writes_no_file(monkeypatch) -> None:
+    """The results are made in memory by the writers a run folder uses: nothing is written."""
+    import batsched_ml
+    from batsched_ml.results import outputs, textfile
+    from batsched_ml.workload.io import load_workload
+    from batsched_ml.workload.shipped import resolve
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the API wrote a file")
+
+    monkeypatch.setattr(textfile, "write_text", refuse)
+    monkeypatch.setattr(outputs, "write_text", refuse)
+    workload = load_workload(resolve(None))
+    workload["jobs"] = workload["jobs"][:500]
+    result = batsched_ml.replay(workload, policy="spf", predictor="easy++")
+    assert len(result.jobs) == 500 and result.summary["jobs"] == 500
+    assert result.predictions is not None and len(result.predictions) == 500
+    assert set(result.timing) >= {"replay_seconds", "predict_us_per_job"}

@@ -140,10 +140,10 @@ def test_tables_are_written_as_pandas_writes_them(tmp_path: Path) -> None:
     import numpy as np
     import pandas as pd
 
-    from batsched_ml.results.outputs import _table_csv, write_table_csv
+    from batsched_ml.results.outputs import Folder, _table_csv, table_csv_parts
 
     def written(table: pd.DataFrame, rows_per_part: int) -> str:
-        write_table_csv(tmp_path / "t.csv", table, rows_per_part=rows_per_part)
+        Folder(tmp_path).put("t.csv", table_csv_parts(table, rows_per_part=rows_per_part))
         assert not (tmp_path / "t.csv.tmp").exists()
         return (tmp_path / "t.csv").read_bytes().decode()
 

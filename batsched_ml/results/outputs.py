@@ -12,17 +12,23 @@ written, and read once (only the columns the figures need, :func:`read_figure_co
 table every figure is computed from: the figures are those of the file a reader opens, and no
 table is read again for each figure.
 
+The writers put each file through :class:`Files`: a run folder (:class:`Folder`, each file
+written whole or not at all), or memory (:class:`Memory`, what the Python API returns, parsed
+from the same text a folder would hold: a notebook and the command line never disagree, and no
+temporary folder is written).
+
 Wall-clock figures go to ``timing.json`` only: every other file of a run is byte-identical across
 reruns of the same inputs.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from batsched_ml.results.textfile import write_text as write_text
 
@@ -72,6 +78,52 @@ RUN_OUTPUTS = frozenset(
 SCHEDULER_TABLES = (DECISIONS, CLASSIFICATION, WEEKLY_QUALITY)
 
 
+class Files(Protocol):
+    """Where a run's result files go, by name (:data:`JOBS`, :data:`SUMMARY`, ...)."""
+
+    def put(self, name: str, text: str | Iterable[str]) -> None:
+        """Keep ``text`` (whole, or its parts in order) as the file ``name``."""
+        ...
+
+    def figure_table(self) -> pd.DataFrame:
+        """The figure columns of the job table put as :data:`JOBS`, as a reader parses them."""
+        ...
+
+
+class Folder:
+    """A run folder: each file written whole or not at all (:func:`write_text`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def put(self, name: str, text: str | Iterable[str]) -> None:
+        write_text(self.path / name, text)
+
+    def figure_table(self) -> pd.DataFrame:
+        return read_figure_columns(self.path / JOBS)
+
+
+class Memory:
+    """The files as texts in memory, by name (:attr:`texts`): what a folder would hold."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+
+    def put(self, name: str, text: str | Iterable[str]) -> None:
+        self.texts[name] = text if isinstance(text, str) else "".join(text)
+
+    def figure_table(self) -> pd.DataFrame:
+        from batsched_ml.results.metrics import FIGURE_COLUMNS, read_jobs_csv
+
+        return read_jobs_csv(io.StringIO(self.texts[JOBS]), columns=FIGURE_COLUMNS)
+
+
+def files_of(out: str | Path | Files) -> Files:
+    """``out`` as :class:`Files`: a folder's path, or files already."""
+    return Folder(out) if isinstance(out, (str, Path)) else out
+
+
 def read_figure_columns(path: Path) -> pd.DataFrame:
     """The columns of the job table at ``path`` that the figures are computed from
     (:data:`~batsched_ml.results.metrics.FIGURE_COLUMNS`), as
@@ -86,7 +138,12 @@ def read_figure_columns(path: Path) -> pd.DataFrame:
 
 
 def write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:
-    write_text(path, json.dumps(data, indent=indent) + "\n")
+    write_text(path, json_text(data, indent=indent))
+
+
+def json_text(data: Any, *, indent: int | None = 2) -> str:
+    """The text of a run's JSON files."""
+    return json.dumps(data, indent=indent) + "\n"
 
 
 def run_summary(
@@ -117,18 +174,17 @@ def run_summary(
 
 
 def write_replay(
-    result: ReplayResult, out_dir: str | Path, *, run_id: str | None = None
+    result: ReplayResult, out_dir: str | Path | Files, *, run_id: str | None = None
 ) -> dict[str, Any]:
     """Write a replay's files into ``out_dir``: ``jobs.csv``, ``summary.json``, ``timing.json``
     and, as the scheduler has them, the predictor's and the classifier's tables; return the
     summary (also kept in ``result.summary``). ``run_id`` (:mod:`batsched_ml.results.runfolder`)
     goes into ``summary.json`` and ``timing.json``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    from batsched_ml.sim.jobs_csv import write_jobs_csv
+    out = files_of(out_dir)
+    from batsched_ml.sim.jobs_csv import table_parts
 
-    write_jobs_csv(out / JOBS, result.rows)
-    jobs = read_figure_columns(out / JOBS)
+    out.put(JOBS, table_parts(result.rows))
+    jobs = out.figure_table()
     workload = result.workload
     scheduler: Any = result.scheduler  # classifying or not: read by what it has
     summary = {
@@ -186,7 +242,7 @@ def write_replay(
         summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
         timing.update(training_seconds(scheduler))
     write_timing(out, timing)
-    write_json(out / SUMMARY, summary)
+    out.put(SUMMARY, json_text(summary))
     result.summary = summary
     return summary
 
@@ -195,7 +251,7 @@ def write_predictions(
     predictions: Mapping[str, float],
     name: str,
     jobs: pd.DataFrame,
-    out: Path,
+    out: str | Path | Files,
     *,
     seconds: float | None = None,
     timing: dict[str, Any] | None = None,
@@ -214,7 +270,7 @@ def write_predictions(
     table = pd.DataFrame(
         {"job_id": ids, "predicted": predicted, "actual": jobs["execution_time"]}
     ).dropna()
-    write_table_csv(out / PREDICTIONS, table)
+    files_of(out).put(PREDICTIONS, table_csv_parts(table))
     quality = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
     quality["predictor"] = name
     # a measured duration varies from run to run: kept out of summary.json
@@ -286,16 +342,13 @@ def _float_texts(values: Any) -> list[str]:
     return list(values.astype(str).tolist())
 
 
-def write_table_csv(path: Path, table: pd.DataFrame, *, rows_per_part: int = 50_000) -> None:
-    """Write ``table.to_csv(index=False)``'s text to ``path`` (atomically), formatted and
-    written ``rows_per_part`` rows at a time: the text of each cell of a whole table at once
-    was the largest step of a replay's memory (60 MiB for HPC2N's ``predictions.csv``)."""
-    write_text(
-        path,
-        (
-            _table_csv(table.iloc[start : start + rows_per_part], header=start == 0)
-            for start in range(0, max(len(table), 1), rows_per_part)
-        ),
+def table_csv_parts(table: pd.DataFrame, *, rows_per_part: int = 50_000) -> Iterable[str]:
+    """``table.to_csv(index=False)``'s text, formatted ``rows_per_part`` rows at a time: the
+    text of each cell of a whole table at once was the largest step of a replay's memory
+    (60 MiB for HPC2N's ``predictions.csv``)."""
+    return (
+        _table_csv(table.iloc[start : start + rows_per_part], header=start == 0)
+        for start in range(0, max(len(table), 1), rows_per_part)
     )
 
 
@@ -327,10 +380,10 @@ def _table_csv(table: pd.DataFrame, *, header: bool = True) -> str:
     return "\n".join(lines)
 
 
-def write_timing(out: Path, timing: Mapping[str, Any]) -> None:
+def write_timing(out: str | Path | Files, timing: Mapping[str, Any]) -> None:
     """``timing.json``: the run's wall-clock figures (replay, prediction and training seconds),
     the only file of a run folder that differs between two runs of the same inputs."""
-    (out / TIMING).write_text(json.dumps(dict(timing)) + "\n")
+    files_of(out).put(TIMING, json.dumps(dict(timing)) + "\n")
 
 
 def training_seconds(scheduler: Any) -> dict[str, Any]:
@@ -341,7 +394,7 @@ def training_seconds(scheduler: Any) -> dict[str, Any]:
     }
 
 
-def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
+def write_classification(scheduler: Any, out: str | Path | Files) -> dict[str, Any]:
     """Write the per-job classification, the weekly quality and the weekly Gini importances of
     a classifying scheduler; return the overall quality for ``summary.json``."""
     import pandas as pd
@@ -358,7 +411,8 @@ def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
         else [],
         columns=list(columns),
     )
-    records.to_csv(out / CLASSIFICATION, index=False)
+    files = files_of(out)
+    files.put(CLASSIFICATION, records.to_csv(index=False))
     weekly, overall = classification_quality(records)
     weeks = pd.DataFrame(
         [
@@ -379,12 +433,12 @@ def write_classification(scheduler: Any, out: Path) -> dict[str, Any]:
 
         decisions = pd.DataFrame(guard.table(), columns=["week", *GUARD_COLUMNS])
         weekly = weekly.merge(decisions, on="week", how="left")
-    weekly.to_csv(out / WEEKLY_QUALITY, index=False, float_format="%.6f")
+    files.put(WEEKLY_QUALITY, weekly.to_csv(index=False, float_format="%.6f"))
     importances = pd.DataFrame(
         [[w.week, *w.importances] for w in scheduler.weeks if w.importances is not None],
         columns=["week", *FEATURE_NAMES],
     )
-    importances.to_csv(out / FEATURE_IMPORTANCE, index=False, float_format="%.6f")
+    files.put(FEATURE_IMPORTANCE, importances.to_csv(index=False, float_format="%.6f"))
     overall["kill_decisions"] = scheduler.kill_decisions
     overall["weeks_with_model"] = int(sum(w.has_model for w in scheduler.weeks))
     if guard is not None:

@@ -271,10 +271,11 @@ def write_jobs_csv(path: str | Path, rows: list[str], *, rows_per_part: int = 50
     """Write the header and ``rows`` (atomically: a temporary file renamed into place), a part
     at a time: the whole table as one text, and its encoded copy, were the largest step of a
     replay's memory (two copies of 33 MiB for HPC2N)."""
-    write_text(Path(path), _table_parts(rows, rows_per_part))
+    write_text(Path(path), table_parts(rows, rows_per_part))
 
 
-def _table_parts(rows: list[str], rows_per_part: int) -> Iterator[str]:
+def table_parts(rows: list[str], rows_per_part: int = 50_000) -> Iterator[str]:
+    """The table's text (header and ``rows``), a part at a time."""
     yield HEADER + "\n"
     for start in range(0, len(rows), rows_per_part):
         yield "\n".join(rows[start : start + rows_per_part])
