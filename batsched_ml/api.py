@@ -7,8 +7,9 @@
 The same replay as ``batsched-ml replay``, with the same outputs: a :class:`Result` holds what the
 command writes into its run folder, made by the same writers in memory (no folder is written)
 and parsed into pandas tables (``jobs`` is Batsim's ``jobs.csv``, ``summary`` is
-``summary.json``, and so on), so a notebook and the command line never disagree. Settings are :class:`~batsched_ml.runs.replaying.ReplayConfig`'s fields, given as
-keyword arguments (``predictor`` is accepted for the runtime predictor, as on the command line).
+``summary.json``, and so on), so a notebook and the command line never disagree. Settings are
+:class:`~batsched_ml.runs.replaying.ReplayConfig`'s fields, given as keyword arguments
+(``predictor`` is accepted for the runtime predictor, as on the command line).
 """
 
 from __future__ import annotations
