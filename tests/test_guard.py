@@ -298,3 +298,37 @@ def test_the_side_trainer_process_gives_the_same_guarded_run(kth_workload, tmp_p
     weekly = pd.read_csv(tmp_path / "process" / "weekly_quality.csv")
     assert weekly["guard_reason"].iloc[0] == "no model"
     assert weekly["guard_on"].iloc[1:].all()  # KTH-SP2's first weeks: jobs wait
+
+
+def test_the_report_shows_the_guards_weeks(kth_workload, tmp_path: Path, capsys) -> None:
+    """``report`` over a guarded run draws the guard's weeks: its CSV is the run's decisions
+    (weekly_quality.csv's guard columns), with the threshold the run used."""
+    trace = write_slice(kth_workload, tmp_path / "w.json", 3000)
+    run, report = tmp_path / "run", tmp_path / "report"
+    options = ["--classifier-option", "guard_slowdown=3", "--trainer", "inprocess"]
+    assert (
+        main(
+            [
+                "replay",
+                str(trace),
+                "-q",
+                "--variant",
+                "classification-guarded",
+                *options,
+                "-o",
+                str(run),
+            ]
+        )
+        == 0
+    )
+    assert main(["report", str(run), "-o", str(report)]) == 0
+    (drawn,) = report.glob("*-guard.csv")
+    assert (report / drawn.name.replace(".csv", ".png")).is_file()
+    shown = pd.read_csv(drawn)
+    weekly = pd.read_csv(run / "weekly_quality.csv")
+    assert shown["week"].tolist() == weekly["week"].tolist()
+    assert shown["guard_on"].tolist() == weekly["guard_on"].tolist()
+    assert shown["guard_reason"].tolist() == weekly["guard_reason"].tolist()
+    assert set(shown["threshold"]) == {3.0}
+    assert shown["guard_on"].any() and not shown["guard_on"].all()  # both kinds of week drawn
+    assert drawn.name in (report / "index.html").read_text()  # on the page, with its data

@@ -255,6 +255,21 @@ def weekly_quality(run: Run) -> pd.DataFrame | None:
     return table[["week", "accuracy", "precision", "recall"]].dropna(subset=["accuracy"])
 
 
+def guard_weeks(run: Run) -> tuple[pd.DataFrame, float] | None:
+    """The guard's decision week by week (``classification-guarded``): on or off, why, and the
+    mean bounded slowdown of the recently finished jobs it judged by; with the threshold the
+    run used (its ``guard_slowdown``)."""
+    from batsched_ml.scheduler.guard import GUARD_DEFAULTS
+
+    table = run.table("weekly_quality.csv")
+    if table is None or "guard_on" not in table:
+        return None
+    params = (run.summary.get("config") or {}).get("classifier_params") or {}
+    threshold = float(params.get("guard_slowdown", GUARD_DEFAULTS["guard_slowdown"]))
+    columns = ["week", "guard_on", "guard_reason", "guard_jobs", "guard_slowdown"]
+    return table[columns], threshold
+
+
 def importances(run: Run) -> pd.DataFrame | None:
     """The importances figure: the Gini importance of each feature, one row per week (the
     feature ``week``,

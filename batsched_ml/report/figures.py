@@ -330,6 +330,30 @@ def weekly_quality(settings: list[Setting], trace: str) -> Drawing | None:
     return Drawing(fig, table.assign(label=setting.label))
 
 
+def guard(settings: list[Setting], trace: str) -> Drawing | None:
+    """The guard's weeks (the first ``classification-guarded`` setting): the quantity it judged
+    by, its threshold, and the weeks it switched classification on."""
+    setting = next((s for s in settings if s.variant == "classification-guarded"), None)
+    found = None if setting is None else data.guard_weeks(setting.first)
+    if setting is None or found is None or found[0].empty:
+        return None
+    table, threshold = found
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for week in table.loc[table["guard_on"].astype(bool), "week"]:
+        ax.axvspan(week - 0.5, week + 0.5, color="tab:green", alpha=0.15, linewidth=0)
+    judged = table.dropna(subset=["guard_slowdown"])
+    ax.plot(judged["week"], judged["guard_slowdown"], marker=".", linewidth=1, label="judged by")
+    ax.axhline(threshold, color="black", linestyle="--", linewidth=1, label="threshold")
+    ax.set_yscale("log")
+    ax.set_xlabel("week")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("mean bounded slowdown of\nrecently finished jobs")
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{trace}: the guard's weeks (shaded: classification on), {setting.label}")
+    _legend_below(fig, ax)
+    return Drawing(fig, table.assign(label=setting.label, threshold=threshold))
+
+
 def importances(settings: list[Setting], trace: str) -> Drawing | None:
     """The weekly Gini importance of each feature, as box plots."""
     setting = _classified(settings)
@@ -724,6 +748,13 @@ FIGURES: tuple[tuple[str, Draw, str], ...] = (
         "weekly-quality",
         weekly_quality,
         "Weekly accuracy, precision and recall of the classifier.",
+    ),
+    (
+        "guard",
+        guard,
+        "The guard's decision week by week (classification-guarded): the mean bounded slowdown "
+        "of the jobs finished in its window (line), its threshold (dashed), the weeks it "
+        "switched classification on (shaded); each week's reason is in the CSV.",
     ),
     ("importances", importances, "Weekly Gini importance of each feature."),
     (
