@@ -232,6 +232,17 @@ def test_the_command_reference_page_is_what_the_parser_prints() -> None:
     )
 
 
+def test_the_command_reference_page_names_no_folder_of_the_machine_that_wrote_it() -> None:
+    """A default computed from where the checkout is (``../shared/traces``) or from the user's
+    home would make the page differ on every machine: CI's fresh clone would call it stale."""
+    from batsched_ml.cli.reference import page
+
+    text = page()
+    root = Path(__file__).resolve().parents[1]
+    for folder in (root, root.parent, Path.home(), Path.cwd()):
+        assert f"{folder}/" not in text, folder
+
+
 def test_every_registered_method_is_in_the_help_of_the_scheduler_options() -> None:
     from batsched_ml import registry
 

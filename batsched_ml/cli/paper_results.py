@@ -8,7 +8,7 @@ from pathlib import Path
 
 from batsched_ml.cli.parsing import write_page
 from batsched_ml.registry import POLICIES, VARIANTS
-from batsched_ml.workload import shipped
+from batsched_ml.workload import archive, shipped
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -30,8 +30,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     results.add_argument(
         "--trace-dir",
-        default=str(Path(__file__).resolve().parents[3] / "shared" / "traces"),
-        help="where the paper's traces are (the read-only ../shared beside the checkout)",
+        help="where the paper's traces are, as TRACE.swf.gz (default: the folder where "
+        "`batsched-ml traces fetch` puts the logs)",
     )
     results.add_argument("--traces", nargs="*", help="default: the paper's five traces at hand")
     results.add_argument("--policies", nargs="*", choices=sorted(POLICIES))
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                 f"(first: {absent[0]}); {args.output} not written (run without --no-run)"
             )
         return write_page(args.output, paper.report(summaries, traces))
-    trace_dir = Path(args.trace_dir)
+    trace_dir = Path(args.trace_dir) if args.trace_dir else archive.cache_dir()
     shipped.check_fetched(
         traces, trace_dir
     )  # a log not downloaded: one line saying how to fetch it
