@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -201,6 +201,28 @@ class ReplayConfig:
             out["feature_mode"] = self.feature_mode
             out["forest"] = self.forest.as_dict()
         return out
+
+
+def config_of_record(record: Mapping[str, Any]) -> ReplayConfig:
+    """The :class:`~batsched_ml.runs.replaying.ReplayConfig` whose ``as_dict()`` is ``record`` (a
+    run.json's ``config``)."""
+    forest = record.get("forest")
+    # as_dict leaves out max_samples None (the former default) and divider_quantile 0.5
+    params = ForestParams(**{"max_samples": None, **forest}) if forest else ForestParams()
+    return ReplayConfig(
+        policy=record["policy"],
+        variant=record["variant"],
+        predictor=record.get("predictor", "requested"),
+        correction=record.get("correction", "none"),
+        dispatcher=record.get("dispatcher", "easy"),
+        predictor_params=dict(record.get("predictor_params") or {}),
+        dispatcher_params=dict(record.get("dispatcher_params") or {}),
+        classifier_params=dict(record.get("classifier_params") or {}),
+        starvation_threshold=record.get("starvation_threshold"),
+        backfilling=record.get("backfilling", True),
+        feature_mode=record.get("feature_mode", "online"),
+        forest=params,
+    )
 
 
 @dataclass

@@ -48,8 +48,6 @@ from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
 if TYPE_CHECKING:
     import pandas as pd
 
-    from batsched_ml.runs.replaying import ReplayConfig
-
 
 class CollectError(UserError, RuntimeError):
     """The run cannot be reported; the message says why."""
@@ -221,34 +219,11 @@ def collect(
     return summary
 
 
-def config_of_record(record: Mapping[str, Any]) -> ReplayConfig:
-    """The :class:`~batsched_ml.runs.replaying.ReplayConfig` whose ``as_dict()`` is ``record`` (a
-    run.json's ``config``)."""
-    from batsched_ml.predict.params import ForestParams
-    from batsched_ml.runs.replaying import ReplayConfig
-
-    forest = record.get("forest")
-    # as_dict leaves out max_samples None (the former default) and divider_quantile 0.5
-    params = ForestParams(**{"max_samples": None, **forest}) if forest else ForestParams()
-    return ReplayConfig(
-        policy=record["policy"],
-        variant=record["variant"],
-        predictor=record.get("predictor", "requested"),
-        correction=record.get("correction", "none"),
-        dispatcher=record.get("dispatcher", "easy"),
-        predictor_params=dict(record.get("predictor_params") or {}),
-        dispatcher_params=dict(record.get("dispatcher_params") or {}),
-        classifier_params=dict(record.get("classifier_params") or {}),
-        starvation_threshold=record.get("starvation_threshold"),
-        backfilling=record.get("backfilling", True),
-        feature_mode=record.get("feature_mode", "online"),
-        forest=params,
-    )
-
-
 def _asked(recorded: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     """The configuration ``settings`` ask for, the other settings being the recorded ones."""
     import dataclasses
+
+    from batsched_ml.runs.replaying import config_of_record
 
     base = config_of_record(recorded)
     fields = {key: value for key, value in settings.items() if key != "forest"}

@@ -80,8 +80,7 @@ def config_of_init(text: str) -> Any:
     """The :class:`~batsched_ml.runs.replaying.ReplayConfig` an init string asks for (see the
     module); :class:`ConfigError` naming the key for anything not understood."""
     from batsched_ml.predict.params import ForestParams
-    from batsched_ml.runs.replaying import ReplayConfig
-    from batsched_ml.serving.collect import config_of_record
+    from batsched_ml.runs.replaying import ReplayConfig, config_of_record
 
     if not text.strip():
         return ReplayConfig()
