@@ -30,6 +30,7 @@ import pandas as pd
 from _common import ROOT, trace_named
 
 from batsched_ml.report.gap import estimate
+from batsched_ml.results import probe
 from batsched_ml.results.metrics import summarize
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.sim.jobs_csv import HEADER
@@ -85,8 +86,16 @@ def one_run(workload: dict[str, Any], policy: str, dispatcher: str, params: dict
 
 
 def save(name: str, rows: list[dict]) -> None:
+    """The rows, with the code that made them (its results pages' probes need it)."""
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"probabilistic-{name}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    data = {"made_by": probe.current_code(), "rows": rows}
+    (RESULTS / f"probabilistic-{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _config(row: dict) -> ReplayConfig:
+    return ReplayConfig(
+        policy=row["policy"], dispatcher=row["dispatcher"], dispatcher_params=row["params"]
+    )
 
 
 def tune() -> None:
@@ -229,13 +238,25 @@ def page() -> None:
         "study": (RESULTS / "probabilistic-study.json", study_table),
         "cost": (RESULTS / "option-cost.json", cost_table),
     }
+    made: dict[str, dict] = {}
     for name, (path, render) in sources.items():
         rows = json.loads(path.read_text())
+        if isinstance(rows, dict):  # the runs' rows, with the code that made them
+            made[name] = rows
+            rows = rows["rows"]
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         head, rest = text.split(begin)
         _old, tail = rest.split(end)
         text = head + begin + "\n" + "\n".join(render(rows)) + "\n" + end + tail
     PAGE.write_text(text)
+    codes = {json.dumps(data["made_by"], sort_keys=True) for data in made.values()}
+    if set(made) != {"tune", "study"} or len(codes) != 1:
+        raise SystemExit(f"{PAGE}: tune and study were not both made by one code: no probes")
+    configs = [_config(row) for data in made.values() for row in data["rows"]]
+    source = "benchmarks/probabilistic_study.py"
+    data = next(iter(made.values()))
+    path = probe.write_probes(PAGE, configs, shaken=True, source=source, made_by=data["made_by"])
+    print(f"wrote {PAGE} and {path}")
 
 
 if __name__ == "__main__":

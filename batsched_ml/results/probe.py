@@ -173,6 +173,38 @@ def provenance(page: str | Path) -> tuple[str, str]:
     )
 
 
+#: What a page's probes record of the code that made its runs.
+MADE_BY = ("version", "source_sha256", "git_commit", "git_dirty")
+
+
+def current_code() -> dict[str, Any]:
+    """The running code, as :data:`MADE_BY` records it."""
+    code = code_identity()
+    return {k: code.get(k) for k in MADE_BY}
+
+
+def write_probes(
+    page: str | Path,
+    configs: list[ReplayConfig],
+    *,
+    shaken: bool,
+    source: str,
+    made_by: dict[str, Any],
+) -> Path:
+    """Write ``page``'s probes, computed by the running code, which must be the code that made
+    the page's runs (``made_by``): :class:`ValueError` otherwise."""
+    if made_by.get("source_sha256") != code_identity()["source_sha256"]:
+        raise ValueError(
+            f"{page}: its runs were made by other code than this: run the command with the "
+            "code that made them, or make the runs again"
+        )
+    path = probes_path(page)
+    data = record(_distinct(configs), shaken=shaken, source=source, made_by=made_by)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
 def runs_code(folders: Iterable[Path]) -> dict[str, Any]:
     """The one code that made every run of ``folders`` (their ``run.json``), as recorded;
     :class:`ValueError` when they were made by several, or one is not complete."""
@@ -186,7 +218,7 @@ def runs_code(folders: Iterable[Path]) -> dict[str, Any]:
     if len(codes) != 1:
         raise ValueError(f"the runs were made by {len(codes)} versions of the code, not one")
     code = next(iter(codes.values()))
-    return {k: code.get(k) for k in ("version", "source_sha256", "git_commit", "git_dirty")}
+    return {k: code.get(k) for k in MADE_BY}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,21 +246,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.page}: differs: {line}", file=sys.stderr)
         return 1 if missing else 0
     made_by = runs_code(run.parent for run in Path(args.runs).rglob("run.json"))
-    if made_by["source_sha256"] != code_identity()["source_sha256"]:
-        print(
-            f"{args.page}: its runs were made by other code ({made_by['git_commit']}): run this "
-            "command with that code, or make the runs again",
-            file=sys.stderr,
-        )
-        return 1
     if args.paper:
         configs, shaken, source_name = settings_of_paper(), False, "batsched-ml paper-results"
     else:
         configs, shaken = settings_of_campaign(args.campaign)
         source_name = Path(args.campaign).as_posix()
-    data = record(configs, shaken=shaken, source=source_name, made_by=made_by)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    try:
+        path = write_probes(args.page, configs, shaken=shaken, source=source_name, made_by=made_by)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     print(f"wrote {path}: {len(configs)} settings")
     return 0
 
