@@ -6,7 +6,9 @@ Exit statuses of the command line: 0 done; 1 a run failed or a peer went silent;
 error; 66 an input named in a campaign is missing (:class:`InputMissing`, sysexits'
 EX_NOINPUT); 69 an optional compiled part a command needs is not built (:class:`NotBuilt`,
 EX_UNAVAILABLE); 70 a bug (EX_SOFTWARE); 73 an output folder that holds a run and must not be
-written into (:class:`OutputHoldsRun`, EX_CANTCREAT); 130 / 143 interrupted (SIGINT / SIGTERM);
+written into (:class:`OutputHoldsRun`, EX_CANTCREAT); 75 a classified run completed without
+the side trainer's models in some weeks (EX_TEMPFAIL: said in one line, the weeks in
+``summary.json``'s ``trainer_events``); 130 / 143 interrupted (SIGINT / SIGTERM);
 141 the reader of standard output went away (``| head``: quiet, as a process that SIGPIPE
 ends).
 

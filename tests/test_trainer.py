@@ -4,6 +4,7 @@ in-process trainer, and the faults the scheduler must survive."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
 import signal
@@ -797,3 +798,30 @@ def test_a_killed_trainer_process_leaves_no_sqlite_journal(tmp_path: Path) -> No
     history = History(tmp_path / "t.sqlite")  # a database SQLite opens as before
     assert history.run == RUN_A
     history.close()
+
+
+def test_a_replay_whose_trainer_never_answers_says_so_and_exits_75(tmp_path: Path) -> None:
+    """The scheduler weathers a missing trainer (every job large) and completes, but the run is
+    not the method's: one warning line and exit 75, not a quiet 0."""
+    from tests.conftest import KTH
+
+    slice_path = tmp_path / "kth.swf"
+    with gzip.open(KTH, "rt") as trace:
+        lines = [line for line in trace if not line.startswith(";")][:2500]
+    slice_path.write_text("".join(lines))
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "batsched_ml", "replay", str(slice_path), "-q"),
+            *("--variant", "classification-idempotent", "-o", str(tmp_path / "out")),
+            *("--trainer", free_tcp_endpoint(), "--trainer-deadline", "0.3"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 75, done.stderr
+    warning = [line for line in done.stderr.splitlines() if "side trainer failed" in line]
+    assert len(warning) == 1 and "trainer_unavailable" in warning[0], done.stderr
+    assert "every job large" in warning[0]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert len(summary["trainer_events"]) == int(warning[0].split("failed in ")[1].split()[0])

@@ -29,6 +29,9 @@ INTERRUPTED, TERMINATED = 130, 143
 #: quietly with the status of a process killed by SIGPIPE, 128 + 13, as ``cat`` or ``grep``
 #: do, no error line and no traceback.
 BROKEN_PIPE = 141
+#: a classified run completed, but its side trainer failed in some weeks, which ran with the last
+#: good model or every job large: not the method's run (sysexits' EX_TEMPFAIL: run it again)
+DEGRADED = 75
 
 
 def stdout_gone() -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -306,3 +307,24 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
         stop=getattr(args, "stop_trainer", False),
     ) as chosen:
         yield chosen
+
+
+def trainer_faults(events: list[dict] | None) -> int:
+    """Say, in one line, the weeks a classified run went without the side trainer's model (it
+    weathered the fault with the last good model, or every job large, and went on): the run is
+    then not the method's, which its exit status says too (:data:`.exits.DEGRADED`); 0 when
+    every week had its model."""
+    from batsched_ml.cli.exits import DEGRADED
+
+    faults = [e for e in events or [] if e.get("using") != "new model"]
+    if not faults:
+        return 0
+    first = faults[0]
+    print(
+        f"batsched-ml: warning: the side trainer failed in {len(faults)} week(s) (first: week "
+        f"{first['week']}, {first['event']}: {first.get('detail', '')}); they ran with the "
+        f"{first.get('using', 'last good model')} instead of their own model, so this is not "
+        "the method's run (summary.json: trainer_events)",
+        file=sys.stderr,
+    )
+    return DEGRADED

@@ -106,4 +106,4 @@ def run(args: argparse.Namespace) -> int:
     if summary.get("skipped_lines"):
         print(f"skipped {summary['skipped_lines']:,} malformed line(s) of {path.name} (--lenient)")
     print(f"wrote {Path(args.output) / 'jobs.csv'} and summary.json in {elapsed:.1f} s")
-    return 0
+    return options.trainer_faults(summary.get("trainer_events"))

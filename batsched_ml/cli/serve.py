@@ -135,4 +135,4 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {Path(args.output) / 'decisions.csv'} and serve.json",
         flush=True,
     )
-    return 0
+    return options.trainer_faults(getattr(getattr(scheduler, "trainer", None), "events", None))
