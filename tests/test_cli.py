@@ -136,6 +136,52 @@ def test_serve_answers_the_batsim_stand_in_like_an_in_process_replay(
     assert "warnings" not in served
 
 
+def test_serve_refuses_a_batsim_running_another_workload_than_its_calendar(
+    kth_workload, tmp_path: Path
+) -> None:
+    """Same job ids, other jobs: the calendar would date them wrongly and run.json would name
+    the wrong workload. The first mismatching submission ends the run in one line, exit 2."""
+    calendar = write_slice(kth_workload, tmp_path / "calendar.json", 300)
+    other = workload_head(kth_workload, 300)
+    for job in other["jobs"]:
+        job["subtime"] += 7
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *(*CMD, "serve", "--socket", f"tcp://127.0.0.1:{port}"),
+            *("--calendar", str(calendar), "--timeout", "30", "-o", str(tmp_path / "served")),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        subprocess.run(
+            [
+                *(*CMD, "batsim", "-p", str(ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml")),
+                *("-w", str(tmp_path / "other.json"), "-e", str(tmp_path / "out")),
+                *("-s", f"tcp://127.0.0.1:{port}", "--timeout", "30"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        _out, err = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert server.returncode == 2, err
+    first = other["jobs"][0]
+    assert err.strip().splitlines()[-1] == (
+        f"batsched-ml: error: Batsim submitted w0!{first['id']} (subtime {first['subtime']}, "
+        f"res {first['res']}, walltime {first['walltime']}) but --calendar {calendar} has it "
+        f"with subtime {first['subtime'] - 7}, res {first['res']}, walltime "
+        f"{first['walltime']}: Batsim runs another workload than the calendar's"
+    )
+    served = json.loads((tmp_path / "served" / "serve.json").read_text())
+    assert served["status"] == "partial"
+
+
 def test_serve_warns_loudly_without_any_calendar(tmp_path: Path, capsys) -> None:
     from batsched_ml.predict.forest import ForestParams
     from batsched_ml.protocol.events import Message, SimulationBegins

@@ -65,12 +65,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from batsched_ml.results.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.runs.replaying import make_scheduler
-    from batsched_ml.serving.served import ServedRun, serve_and_record
+    from batsched_ml.serving.served import ServedRun, expected_jobs, serve_and_record
     from batsched_ml.serving.transport import bind_rep
     from batsched_ml.serving.transport_v5 import features_for, serve
     from batsched_ml.workload.io import dropped_jobs, load_workload, print_dropped
 
     calendar = None
+    expected = None
     workload: dict = {}
     dropped: dict[str, int] = {}
     read = None
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         dropped = dropped_jobs(loaded)
         read = (loaded.get("cleaning") or {}).get("input_jobs")
         calendar = calendar_of(loaded)
+        expected = expected_jobs(loaded)
         workload = workload_record(args.calendar)
         del loaded
     config = options.config(args)
@@ -100,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
                     scheduler = make_scheduler(config, calendar=calendar, trainer=trainer)
                     run = ServedRun(scheduler, config.as_dict(), run_id=folder.run_id)
                     run.input_cleaning = dict(dropped)
+                    if expected is not None:  # Batsim's workload must be the calendar's
+                        run.expected, run.calendar_file = expected, args.calendar
                     served = run
 
                     def speaking(found: int) -> None:

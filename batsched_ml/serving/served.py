@@ -18,10 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.errors import UserError
 from batsched_ml.protocol.dialect import BATSIM4_PROTOCOL, BATSIM5_PROTOCOL
 from batsched_ml.protocol.events import (
     CallMeLater,
     ExecuteJob,
+    JobSubmitted,
     KillJob,
     Message,
     Notify,
@@ -39,6 +41,24 @@ from batsched_ml.results.outputs import (
 )
 
 DECISION_COLUMNS = ("time", "type", "job_id", "detail")
+
+#: What a submitted job must share with its namesake in ``--calendar``'s workload.
+CHECKED_FIELDS = ("subtime", "res", "walltime")
+
+
+class CalendarMismatch(UserError, ValueError):
+    """Batsim submits a job that ``--calendar``'s workload does not hold as it is: Batsim runs
+    another workload, whose days and hours the calendar would date wrongly (and whose run
+    ``run.json`` would name wrongly)."""
+
+
+def expected_jobs(workload: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """``--calendar``'s jobs by id, as :data:`CHECKED_FIELDS` (what Batsim's submissions of
+    them must show)."""
+    return {
+        str(job["id"]): tuple(job.get(field) for field in CHECKED_FIELDS)
+        for job in workload["jobs"]
+    }
 
 
 def _describe(event: Any) -> tuple[str, str, str]:
@@ -76,6 +96,10 @@ class ServedRun:
         #: the jobs of the trace the cleaning rules dropped (rule -> count), as the workload
         #: read here (``--calendar``, or Batsim's at SIMULATION_BEGINS) records them
         self.input_cleaning: dict[str, int] = {}
+        #: ``--calendar``'s jobs (:func:`expected_jobs`), which Batsim's static workload must be
+        self.expected: dict[str, tuple[Any, ...]] | None = None
+        self.calendar_file = ""
+        self._static: str | None = None  # the name of Batsim's one static workload
 
     @property
     def started(self) -> bool:
@@ -90,11 +114,40 @@ class ServedRun:
             for event in message.events:
                 if isinstance(event, SimulationBegins):
                     self._find_calendar(event)
+                    if len(event.workloads) == 1:
+                        self._static = next(iter(event.workloads))
+        if self.expected is not None and self._static is not None:
+            for event in message.events:
+                if isinstance(event, JobSubmitted):
+                    self._check_submitted(event)
         reply = self.scheduler.handle(message)
         for event in reply.events:
             self.decisions.append((event.timestamp, *_describe(event)))
         self.replies += 1
         return reply
+
+    def _check_submitted(self, event: JobSubmitted) -> None:
+        """A job of Batsim's static workload is ``--calendar``'s job of that id, as it is."""
+        workload, _, name = event.job_id.partition("!")
+        if workload != self._static or self.expected is None:
+            return
+        seen = tuple(event.job.get(field) for field in CHECKED_FIELDS)
+        wanted = self.expected.get(name)
+        if wanted is None or any(
+            a is not None and b is not None and float(a) != float(b)
+            for a, b in zip(seen, wanted, strict=True)
+        ):
+            shown = ", ".join(f"{f} {v}" for f, v in zip(CHECKED_FIELDS, seen, strict=True))
+            held = (
+                "holds no such job"
+                if wanted is None
+                else "has it with "
+                + ", ".join(f"{f} {v}" for f, v in zip(CHECKED_FIELDS, wanted, strict=True))
+            )
+            raise CalendarMismatch(
+                f"Batsim submitted {event.job_id} ({shown}) but --calendar {self.calendar_file} "
+                f"{held}: Batsim runs another workload than the calendar's"
+            )
 
     def _find_calendar(self, begins: SimulationBegins) -> None:
         """A scheduler that reads the time of day and was given no calendar (``--calendar``)
