@@ -54,6 +54,8 @@ def test_share_of_the_ceiling():
     assert share_of_ceiling(100.0, 110.0, 40.0) == pytest.approx(-1 / 6)
     assert share_of_ceiling(100.0, 70.0, 100.0) is None  # no gap to close
     assert share_of_ceiling(100.0, 70.0, 120.0) is None
+    assert share_of_ceiling(100.0, 105.0, 99.5) is None  # a gap of 0.5 %: nothing to share
+    assert share_of_ceiling(100.0, 99.5, 99.0) == pytest.approx(0.5)  # 1 %: a gap
 
 
 def test_estimate_is_the_mean_with_a_student_t_interval():

@@ -32,10 +32,18 @@ def gain(base: float, value: float) -> float:
     return (base - value) / base
 
 
+#: The least gain of the ceiling (a share of the base's cumulative bounded slowdown) for which a
+#: share of it means something: below, a method's small difference divided by the ceiling's
+#: tinier one gives shares of thousands of percent (seen: -3,755 % on NASA-iPSC, whose
+#: ceiling gains 0.1 %).
+MIN_CEILING_GAIN = 0.01
+
+
 def share_of_ceiling(base: float, method: float, ceiling: float) -> float | None:
-    """``(base - method) / (base - ceiling)``; ``None`` when the ceiling gains nothing (there is
-    no gap to close, and a share would divide by zero or flip sign)."""
-    if not ceiling < base:
+    """``(base - method) / (base - ceiling)``; ``None`` when the ceiling gains less than
+    :data:`MIN_CEILING_GAIN` of the base (there is no gap to close, and a share would divide by
+    almost nothing, by zero, or flip sign)."""
+    if not base - ceiling >= MIN_CEILING_GAIN * base:
         return None
     return (base - method) / (base - ceiling)
 
