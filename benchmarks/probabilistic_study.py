@@ -241,7 +241,7 @@ def page() -> None:
     made: dict[str, dict] = {}
     for name, (path, render) in sources.items():
         rows = json.loads(path.read_text())
-        if isinstance(rows, dict):  # the runs' rows, with the code that made them
+        if isinstance(rows, dict) and "made_by" in rows:  # the rows, with the code that made them
             made[name] = rows
             rows = rows["rows"]
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
