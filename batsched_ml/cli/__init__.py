@@ -30,9 +30,9 @@ from batsched_ml.cli import (
     workload,
 )
 from batsched_ml.cli.exits import quiet_broken_pipe, run_command, stdout_gone
-from batsched_ml.cli.parsing import HelpFormatter, Parser, UsageError, output_dir
+from batsched_ml.cli.parsing import HelpFormatter, Parser, UsageError
 
-__all__ = ["HelpFormatter", "UsageError", "build_parser", "main", "output_dir"]
+__all__ = ["HelpFormatter", "UsageError", "build_parser", "main"]
 
 #: The commands, in the order ``--help`` lists them.
 COMMANDS = (

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from batsched_ml.cli.parsing import output_dir
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     campaign = commands.add_parser(
@@ -32,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
         load_campaign,
         run_campaign,
     )
+    from batsched_ml.results.runfolder import writable_folder
     from batsched_ml.workload.io import print_dropped
 
     campaign = load_campaign(args.config)
@@ -40,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None:
         campaign.workers = args.workers
     check_inputs(campaign)  # every trace there before anything runs or is written
-    output_dir(campaign.output)
+    writable_folder(campaign.output)
     with tqdm(total=len(campaign.runs), unit="run", disable=args.quiet) as bar:
 
         def progress(row: dict, done: int, total: int) -> None:

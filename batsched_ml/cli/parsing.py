@@ -4,7 +4,6 @@ an output folder made before any work goes into it."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -59,21 +58,6 @@ class UsageError(SystemExit):
     def __init__(self, line: str) -> None:
         super().__init__(2)
         self.line = line
-
-
-def output_dir(path: str | Path) -> Path:
-    """Create ``path`` and check that it takes files, before hours of work go into it."""
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise OSError(
-            f"cannot write into the output directory {out}: {exc.strerror or exc}"
-        ) from None
-    return out
 
 
 #: Files that only a run writes: a folder holding one of them is a run's folder.

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from batsched_ml.cli.parsing import output_dir
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
@@ -61,8 +59,9 @@ def gantt_window(text: str) -> tuple[float, float]:
 
 def run(args: argparse.Namespace) -> int:
     from batsched_ml.report.page import load_report, write_report
+    from batsched_ml.results.runfolder import writable_folder
 
     report = load_report(args.runs, args.baseline)  # refused before the folder exists
-    page = write_report(report, output_dir(args.output), gantt_window=args.gantt_window)
+    page = write_report(report, writable_folder(args.output), gantt_window=args.gantt_window)
     print(f"wrote {page} and the figures next to it")
     return 0

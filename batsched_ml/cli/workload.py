@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from batsched_ml.cli.parsing import not_a_run_folder, output_dir
+from batsched_ml.cli.parsing import not_a_run_folder
 from batsched_ml.workload import shipped
 
 
@@ -44,6 +44,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
+    from batsched_ml.results.runfolder import writable_folder
     from batsched_ml.workload.convert import convert_trace
     from batsched_ml.workload.io import write_converted
     from batsched_ml.workload.swf import read_swf
@@ -55,7 +56,7 @@ def run_convert(args: argparse.Namespace) -> int:
         from batsched_ml.workload.batsim5 import to_batsim5
 
         workload.data = to_batsim5(workload.data)
-    output_dir(args.output)
+    writable_folder(args.output)
     name = args.name or trace.name
     workload_path, platform_path = write_converted(workload, args.output, name)
     for line in workload.report.lines():

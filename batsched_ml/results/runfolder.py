@@ -334,8 +334,10 @@ def _clear(folder: Path) -> None:
             entry.unlink()
 
 
-def _writable(path: Path) -> None:
-    """Create ``path`` and check that files can be written into it (refused with one line)."""
+def writable_folder(path: str | Path) -> Path:
+    """Create ``path`` and check that files can be written into it, before hours of work go
+    into it (refused with one line)."""
+    path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-test-{os.getpid()}"
@@ -345,6 +347,7 @@ def _writable(path: Path) -> None:
         raise OutputFolderError(
             f"cannot write into the output directory {path}: {exc.strerror or exc}"
         ) from None
+    return path
 
 
 def _refuse_strangers(path: Path) -> None:
@@ -366,7 +369,7 @@ def empty_run_folder(folder: str | Path) -> list[str]:
     run does not write is refused and left as it is (an ``OUT_DIR`` pointing at the wrong
     folder never empties it)."""
     path = Path(folder)
-    _writable(path)
+    writable_folder(path)
     _refuse_strangers(path)
     names = sorted(p.name for p in path.iterdir() if not p.name.startswith(".write-test-"))
     _clear(path)
@@ -379,7 +382,7 @@ def claim(folder: str | Path, identity: RunIdentity, *, force: bool = False) -> 
     same files); one holding another run, or other files, is refused unless ``force``, which
     empties it when every entry is a run's file."""
     path = Path(folder)
-    _writable(path)
+    writable_folder(path)
     entries = [p for p in path.iterdir() if not p.name.startswith(".write-test-")]
     if entries:
         run = read_run(path)
