@@ -88,7 +88,7 @@ from batsched_ml.protocol.events import (
     SimulationBegins,
     SimulationEnds,
 )
-from batsched_ml.sim import jobs_csv
+from batsched_ml.sim import jobs_csv, simgrid
 from batsched_ml.sim.simgrid import (
     CREATE,
     EXCHANGE,
@@ -100,7 +100,7 @@ from batsched_ml.sim.simgrid import (
     Simcall,
     kernel_class,
 )
-from batsched_ml.workload.platform import batsim5_host_order
+from batsched_ml.workload.platform import MessageRoutes, batsim5_host_order
 
 # The kernel the simulator runs (the compiled one unless BATSCHED_ML_KERNEL=python or it is not
 # built); chosen once, at import; tests replace it to run another.
@@ -435,10 +435,12 @@ class BatsimSimulator:
         forward_profiles: bool = False,
         workload_paths: list[str] | None = None,
         batsim5: Batsim5 | None = None,
+        routes: MessageRoutes | None = None,
     ) -> None:
         if not hosts:
             raise ValueError("a platform needs at least one compute host")
         self.batsim5 = batsim5
+        self.routes = routes
         if batsim5 is not None:
             if dynamic_jobs or acknowledge_dynamic_jobs or profile_reuse or forward_profiles:
                 raise ValueError("Batsim 5 takes dynamic jobs and profiles as EDC features")
@@ -459,7 +461,10 @@ class BatsimSimulator:
         self._to_delete: list[_LiveJob] = []  # finished or rejected, until the next message
         self._used_ids: set[str] = set()
         self._busy = MachineSet()
-        self._kernel = Kernel()
+        # links with latencies: the Python kernel, the only one that takes routes
+        self._kernel = Kernel() if routes is None else simgrid.Kernel(routes.route)
+        # a job's actor runs on the first host of its allocation, by resource id
+        self._host_of_id = self.hosts if batsim5 is None else batsim5_host_order(self.hosts)
         self._run: Generator[Any, Any, None] | None = None
         self._last_now = 0.0
         # The server's state (ServerData)
@@ -886,6 +891,9 @@ class BatsimSimulator:
         job.state = _RUNNING
         job.alloc = alloc
         job.runs = runs
+        if self.routes is not None:  # on the first allocated host: its messages take its route
+            host = self._host_of_id[runs[0][0]]
+            return (CREATE, f"job_{job.job_id}", self._job(job), host)
         return (CREATE, f"job_{job.job_id}", self._job(job))
 
     def _on_reject(self, decision: RejectJob) -> None:
