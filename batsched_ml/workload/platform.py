@@ -11,8 +11,8 @@ resource.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 from batsched_ml.errors import UserError
@@ -116,11 +116,11 @@ _ZERO_LATENCY = re.compile(r"0*\.?0*\s*[a-z]*")
 
 
 def inexact_links(path: str | Path, *, speed: bool = False) -> str | None:
-    """What keeps a platform from the exact timing the embedded simulator reproduces (links
-    of 1 TBps and latency 0, as the written platforms have), or None: a message between
-    Batsim's actors then takes ``1e-12`` s; with a latency it takes longer, which the
-    simulator does not model. ``speed``: the hosts must compute at 1 Gflops too (Batsim 5
-    reports each host's speed, which the simulator does not read)."""
+    """What keeps a platform from the exact timing (links of 1 TBps and latency 0, as the
+    written platforms have), or None: a message between Batsim's actors then takes ``1e-12``
+    s whatever its route; with a latency it takes its route's time, which
+    :func:`message_routes` reads where it can. ``speed``: the hosts must compute at 1 Gflops
+    too (Batsim 5 reports each host's speed, which the simulator does not read)."""
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as exc:
@@ -141,10 +141,8 @@ def inexact_links(path: str | Path, *, speed: bool = False) -> str | None:
                 exact = value == ("1Gf" if name == "speed" else "1TBps")
             if not exact:
                 what = element.get("id", element.tag)
-                return (
-                    f"{element.tag} {what}: {name}={value!r} (1TBps, latency 0"
-                    f"{' and 1Gf hosts' if speed else ''} only)"
-                )
+                only = "1Gf hosts only" if name == "speed" else "not 1TBps and latency 0"
+                return f"{element.tag} {what}: {name}={value!r} ({only})"
     return None
 
 
@@ -237,7 +235,10 @@ def message_routes(path: str | Path, *, speed: bool = False) -> MessageRoutes | 
     The rate is the narrowest link's bandwidth (fair bottleneck of one 1-byte transfer). A route
     whose TCP-gamma bound (``4194304 / (2 x latency)``) is below that is refused.
     ``speed``: hosts must compute at 1 Gflops (Batsim 5 reports it)."""
-    if inexact_links(path, speed=speed) is None:
+    if inexact_links(path) is None:
+        problem = inexact_links(path, speed=True) if speed else None
+        if problem is not None:
+            raise PlatformError(f"{path}: {problem}")
         return None
     try:
         return _routes(ET.parse(path).getroot(), speed)
@@ -245,8 +246,8 @@ def message_routes(path: str | Path, *, speed: bool = False) -> MessageRoutes | 
         raise PlatformError(f"{path}: cannot read platform: {exc}") from exc
     except _Refused as exc:
         raise PlatformError(
-            f"{path}: {exc} (the simulator reproduces link latencies on platforms shaped as "
-            "fcfs_small_latency's only)"
+            f"{path}: {exc} (link latencies are simulated on one flat compute cluster and a "
+            "one-host master cluster joined by one zoneRoute only)"
         ) from None
 
 
