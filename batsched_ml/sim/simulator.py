@@ -105,6 +105,9 @@ from batsched_ml.workload.platform import MessageRoutes, batsim5_host_order
 # The kernel the simulator runs (the compiled one unless BATSCHED_ML_KERNEL=python or it is not
 # built); chosen once, at import; tests replace it to run another.
 Kernel = kernel_class()
+# The kernel of a platform with link latencies (routes): the Python one, the only one that takes
+# routes, whichever the above is; tests replace it too.
+RoutedKernel: type[simgrid.Kernel] = simgrid.Kernel
 
 
 class SimulationError(UserError, RuntimeError):
@@ -462,7 +465,7 @@ class BatsimSimulator:
         self._used_ids: set[str] = set()
         self._busy = MachineSet()
         # links with latencies: the Python kernel, the only one that takes routes
-        self._kernel = Kernel() if routes is None else simgrid.Kernel(routes.route)
+        self._kernel = Kernel() if routes is None else RoutedKernel(routes.route)
         # a job's actor runs on the first host of its allocation, by resource id
         self._host_of_id = self.hosts if batsim5 is None else batsim5_host_order(self.hosts)
         self._run: Generator[Any, Any, None] | None = None
