@@ -1,4 +1,5 @@
-"""SimGrid 3.32's kernel, reduced to what Batsim 4.2.1 asks of it on the exact platform.
+"""SimGrid 3.32's kernel, reduced to what Batsim 4.2.1 asks of it on the exact platform (and on a
+platform with link latencies, with routes).
 
 Real Batsim is a set of SimGrid actors (the job submitter, the server, one "REQ-REP" actor per
 message to the scheduler, one actor per running job, waiters and killers) that talk through a
@@ -417,10 +418,11 @@ KERNEL_VARIABLE = compiled.VARIABLE
 
 
 def kernel_class() -> type[Kernel]:
-    """The kernel the simulator runs: the compiled one (``_ckernel``, built from
-    ``_ckernel.c`` at install) when it is there, else this module's :class:`Kernel`;
-    ``BATSCHED_ML_KERNEL=python`` forces this module's (:mod:`batsched_ml.compiled`). Both give
-    the same results (the tests run both on every recording)."""
+    """The kernel the simulator runs on the exact platform: the compiled one (``_ckernel``,
+    built from ``_ckernel.c`` at install, which takes no routes) when it is there, else this
+    module's :class:`Kernel`; ``BATSCHED_ML_KERNEL=python`` forces this module's
+    (:mod:`batsched_ml.compiled`). Both give the same results (the tests run both on every
+    recording of the exact platform)."""
     module = compiled.compiled_module(
         "batsched_ml.sim._ckernel", Path(__file__).with_name("_ckernel.c")
     )
