@@ -1,5 +1,6 @@
-"""SimGrid platforms for Batsim: writing the homogeneous clusters we replay traces on, and reading
-the compute hosts of any cluster-style platform.
+"""SimGrid platforms for Batsim: writing the homogeneous clusters we replay traces on, reading
+the compute hosts of any cluster-style platform, and the routes of Batsim's messages on a
+platform with link latencies (:func:`message_routes`).
 
 The written platform follows the exact-timing conventions of the platforms recorded with real
 Batsim 4.2.1 (``shared/batsim-reference``): links of 1 TBps with zero latency, so a ``delay`` job
