@@ -5,7 +5,9 @@ Fed the decisions recorded in each case of ``tests/data/batsim5-reference`` (cop
 (every ``Sending '...'`` line of its log, byte for byte) and writes its ``jobs.csv`` byte for
 byte; the stand-in does it over ZeroMQ (init frame, hello, NUL-terminated frames), and with our
 scheduler served on the other side (or in process: ``replay --batsim 5``) gives the recorded
-job table. ``fcfs_small_latency`` is not simulated (links with latency): refused in one line.
+job table. ``fcfs_small_latency`` too (links with latencies: its messages take their routes'
+time, read from its platform); a platform with latencies shaped otherwise is refused in one line,
+and so is the Batsim 4 stand-in's, which gives Batsim 4.2.1's recording of the case.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.sim import jobs_csv, simulator
 from batsched_ml.sim.simulator import BATSIM5_COMMIT, Batsim5, BatsimSimulator
 from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
-from batsched_ml.workload.platform import compute_host_names
+from batsched_ml.workload.platform import compute_host_names, message_routes
 from tests.conftest import REFERENCE, ROOT, load_case
 from tests.test_cli import CMD, _one_line_error, free_port
 from tests.test_sim_kernel import KERNELS, kernel_named
@@ -44,6 +46,7 @@ EXACT = [
     "reject",
     "walltime_kill",
 ]
+LATENCY = ["fcfs_small_latency"]  # links with latencies: the Python kernel, whichever is chosen
 
 
 def text(name: str, file: str) -> str:
@@ -111,6 +114,7 @@ def replay_recorded(name: str) -> tuple[BatsimSimulator, list[str]]:
         hosts(name),
         workload_paths=["/data/workload.json"],
         batsim5=as_recorded(name),
+        routes=message_routes(REFERENCE5 / name / "platform.xml", speed=True),
     )
     codec = Batsim5Codec(features(name))
     frames = []
@@ -123,10 +127,12 @@ def replay_recorded(name: str) -> tuple[BatsimSimulator, list[str]]:
     return sim, frames
 
 
-@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("name", EXACT + LATENCY)
 def test_the_simulator_sends_batsim_5s_text_and_writes_its_jobs_csv(name: str, kernel: str) -> None:
     if name == "easy_kth2000" and kernel != KERNELS[0]:
         pytest.skip("the 2,000 jobs once, with the default kernel")
+    if name in LATENCY and kernel != KERNELS[0]:
+        pytest.skip("routes run on the Python kernel whichever is chosen")
     sim, frames = replay_recorded(name)
     real = sent(name)
     assert len(frames) == len(real) == len(replies(name))
@@ -227,7 +233,7 @@ class RecordedEdc:
         return self.frames
 
 
-@pytest.mark.parametrize("name", ["kill_resubmit", "easy_kth2000"])
+@pytest.mark.parametrize("name", ["kill_resubmit", "easy_kth2000", "fcfs_small_latency"])
 def test_the_stand_in_is_batsim_5_frame_for_frame(name: str, tmp_path: Path) -> None:
     """``batsched-ml batsim --protocol 5`` against the recorded EDC: the init frame, then every
     recorded frame, NUL-terminated; the recorded jobs.csv, as PREFIXjobs.csv."""
@@ -361,17 +367,25 @@ def test_the_classified_variant_served_to_the_stand_in_as_in_process() -> None:
 
 
 def test_what_the_stand_in_does_not_simulate_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
-    latency = REFERENCE5 / "fcfs_small_latency"
+    latency = (REFERENCE5 / "fcfs_small_latency" / "platform.xml").read_text()
     (tmp_path / "w.json").write_text(text("fcfs_small_latency", "workload.json"))
     base = ["batsim", "--protocol", "5", "-s", "tcp://127.0.0.1:1", "--timeout", "1"]
+    # links with latencies on a platform shaped otherwise than the recorded one
+    floyd = latency.replace('routing="Full"', 'routing="Floyd"')
+    (tmp_path / "floyd.xml").write_text(floyd)
     code, err = _one_line_error(
-        [*base, "-p", str(latency / "platform.xml"), "-w", str(tmp_path / "w.json")], capsys
+        [*base, "-p", str(tmp_path / "floyd.xml"), "-w", str(tmp_path / "w.json")], capsys
     )
-    assert code == 2 and "bw='125MBps'" in err and "exact platforms" in err
+    assert code == 2 and "zone AS0: routing='Full' only" in err and "latencies are simulated" in err
     fast = (REFERENCE5 / "fcfs_small" / "platform.xml").read_text().replace('"1Gf"', '"2Gf"', 1)
     (tmp_path / "fast.xml").write_text(fast)
     code, err = _one_line_error(
         [*base, "-p", str(tmp_path / "fast.xml"), "-w", str(tmp_path / "w.json")], capsys
+    )
+    assert code == 2 and "speed='2Gf'" in err
+    (tmp_path / "fast_latency.xml").write_text(latency.replace('"1Gf"', '"2Gf"', 1))
+    code, err = _one_line_error(
+        [*base, "-p", str(tmp_path / "fast_latency.xml"), "-w", str(tmp_path / "w.json")], capsys
     )
     assert code == 2 and "speed='2Gf'" in err
     exact = str(REFERENCE5 / "fcfs_small" / "platform.xml")
@@ -384,12 +398,110 @@ def test_what_the_stand_in_does_not_simulate_is_refused_in_one_line(tmp_path: Pa
     assert code == 2 and "--enable-dynamic-jobs" in err and "hello" in err
     code, err = _one_line_error(["batsim", "-p", exact, "-w", v4, "--init-string", "x"], capsys)
     assert code == 2 and "--protocol 5" in err
-    # the Batsim 4 stand-in does not simulate latencies either
-    v4_latency = [
-        str(REFERENCE / "fcfs_small_latency" / n) for n in ("platform.xml", "workload.json")
-    ]
-    code, err = _one_line_error(["batsim", "-p", v4_latency[0], "-w", v4_latency[1]], capsys)
-    assert code == 2 and "exact platforms" in err
+    # the Batsim 4 stand-in refuses the same platforms
+    code, err = _one_line_error(["batsim", "-p", str(tmp_path / "floyd.xml"), "-w", v4], capsys)
+    assert code == 2 and "routing='Full' only" in err
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (('<link id="backbone"', '<host id="extra" speed="1Gf"/><link id="backbone"'), "host"),
+        (('bb_lat="500us"/>', 'bb_lat="500us" loopback_bw="1GBps"/>'), "loopback_bw"),
+        (('bb_lat="500us"/>', 'bb_lat="500us" topology="TORUS"/>'), "topology"),
+        (('bb_lat="500us"/>', 'bb_lat="500us" sharing_policy="SHARED"/>'), "sharing_policy"),
+        (('latency="500us"/>', 'latency="500us" sharing_policy="FATPIPE"/>'), "sharing_policy"),
+        (('radical="0-0"', 'radical="0-1"'), "one master host only"),
+        (('src="compute" dst="master"', 'src="master" dst="compute"'), "src='master'"),
+        (('<link_ctn id="backbone"/>', '<link_ctn id="compute_backbone"/>'), "compute_backbone"),
+        (('latency="500us"', 'latency="50ms"'), "TCP-gamma"),
+        (('lat="50us"', 'lat="50 us"'), "lat='50 us' not read"),
+    ],
+)
+def test_latency_platforms_the_model_does_not_cover_are_refused_naming_the_element(
+    change: tuple[str, str], named: str, tmp_path: Path
+) -> None:
+    """Only the recorded shape is reproduced: one flat compute cluster, one master cluster of
+    one host (split-duplex host links, a backbone, no loopback, no limiter), one zoneRoute from
+    the compute cluster to the master's over a declared link, a route within TCP-gamma."""
+    from batsched_ml.workload.platform import PlatformError
+
+    recorded = (REFERENCE5 / "fcfs_small_latency" / "platform.xml").read_text()
+    assert change[0] in recorded
+    (tmp_path / "p.xml").write_text(recorded.replace(change[0], change[1], 1))
+    with pytest.raises(PlatformError) as info:
+        message_routes(tmp_path / "p.xml")
+    assert named in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+def test_the_routes_of_the_recorded_platform() -> None:
+    """Master to itself: 50 us up, 500 us backbone, 50 us down; compute host to master: the
+    500 us zoneRoute backbone, then 50 + 500 us to the compute router, 500 + 50 us from the
+    master's; 125 MBps the narrowest link. 1 byte: 8 ns. The exact platforms have none."""
+    routes = message_routes(REFERENCE5 / "fcfs_small_latency" / "platform.xml")
+    assert routes is not None
+    assert routes.route(None, None) == (0.0006000000000000001, 125e6)
+    assert routes.route("host5", None) == (0.0016, 125e6)
+    assert (0.0 + routes.master[0]) + 1 / routes.master[1] == 0.0006000080000000001
+    with pytest.raises(ValueError):
+        routes.route(None, "host0")
+    assert message_routes(REFERENCE5 / "fcfs_small" / "platform.xml") is None
+
+
+def test_the_batsim_4_stand_in_is_batsim_4_on_links_with_latencies(tmp_path: Path) -> None:
+    """``batsched-ml batsim`` (Batsim 4.2.1) on ``fcfs_small_latency``'s platform, fed the
+    recorded scheduler's replies over ZeroMQ: every recorded message, then the recorded
+    jobs.csv byte for byte."""
+    case = REFERENCE / "fcfs_small_latency"
+    records = [json.loads(line) for line in (case / "messages.jsonl").read_text().splitlines()]
+    received: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+    port = free_port()
+    socket = zmq.Context.instance().socket(zmq.REP)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.bind(f"tcp://127.0.0.1:{port}")
+
+    def scheduler() -> None:
+        try:
+            for record in records:
+                if record["dir"] == "sched->batsim":
+                    socket.send(json.dumps(record["msg"]).encode())
+                else:
+                    assert socket.poll(60_000), "no message from the stand-in within 60 s"
+                    received.append(json.loads(socket.recv()))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            socket.close(linger=0)
+
+    thread = threading.Thread(target=scheduler)
+    thread.start()
+    run = subprocess.run(
+        [
+            *CMD,
+            "batsim",
+            "-p",
+            str(case / "platform.xml"),
+            "-w",
+            str(case / "workload.json"),
+            "-e",
+            str(tmp_path / "out"),
+            "-s",
+            f"tcp://127.0.0.1:{port}",
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    thread.join(120)
+    assert not errors, errors
+    assert run.returncode == 0, run.stderr
+    recorded = [r["msg"] for r in records if r["dir"] == "batsim->sched"]
+    received[0]["events"][0]["data"]["workloads"] = {"w0": "/data/workload.json"}
+    assert received == recorded
+    assert (tmp_path / "out_jobs.csv").read_text() == (case / "out_jobs.csv").read_text()
 
 
 # --- workloads ----------------------------------------------------------------------------

@@ -512,6 +512,29 @@ def test_the_compiled_simulator_writes_real_batsims_job_table(
     assert result.scheduler.rejected == (["w0!4"] if case == "reject" else [])
 
 
+def test_links_with_latencies_are_left_to_the_reference(engine: Any) -> None:
+    """The compiled simulator's messages take 1e-12 s: given a platform's routes (links with
+    latencies) it does not run, the reference does, and gives real Batsim's job table of
+    ``fcfs_small_latency``; the same run without routes is the compiled one's, on time."""
+    from batsched_ml.scheduler.core import EasyScheduler
+    from batsched_ml.workload.platform import compute_host_names, message_routes
+
+    folder = REFERENCE / "fcfs_small_latency"
+    workload = json.loads((folder / "workload.json").read_text())
+    hosts = compute_host_names(folder / "platform.xml")
+    routes = message_routes(folder / "platform.xml")
+    assert routes is not None
+    tables = {}
+    for given in (routes, None):
+        sim = csim.Simulator([workload], hosts, routes=given, compiled_module=engine)
+        assert sim.supported() == (given is None)
+        sim.run(EasyScheduler("fcfs", starvation_threshold=None, backfilling=False).handle)
+        assert sim.engine == ("python" if given is not None else "compiled")
+        tables[sim.engine] = jobs_csv.HEADER + "\n" + "".join(row + "\n" for row in sim.rows)
+    assert tables["python"] == (folder / "out_jobs.csv").read_text()
+    assert tables["compiled"] == (REFERENCE / "fcfs_small" / "out_jobs.csv").read_text()
+
+
 def test_the_compiled_simulator_writes_real_batsims_whole_ctc_sp2_table(engine: Any) -> None:
     """77,205 jobs of FCFS-EASY served to real Batsim 4.2.1 (``batsim-reference-long``): the
     same 152,547 messages and the same job table, byte for byte, SimGrid's split and reordered

@@ -17,6 +17,7 @@ CASES = [
     ("fcfs_small", False),
     ("reject", False),
     ("walltime_kill", False),
+    ("fcfs_small_latency", False),  # links with latencies: the same decisions at other times
 ]
 
 

@@ -33,7 +33,7 @@ from batsched_ml.protocol.events import (
 )
 from batsched_ml.sim import simgrid, simulator
 from batsched_ml.sim.loop import SerialFcfs
-from batsched_ml.sim.simgrid import COMM_RATE, TIMING_PRECISION, WORK_PRECISION, Comm, Kernel
+from batsched_ml.sim.simgrid import TIMING_PRECISION, WORK_PRECISION, Comm, Kernel
 from batsched_ml.sim.simulator import BatsimSimulator, json_time
 from tests.test_sim_kernel import KERNELS, compiled_kernel, kernel_named
 
@@ -83,6 +83,11 @@ class NaiveKernel(Kernel):
                             comm = peer
                             if is_send:
                                 comm.payload = call[2]
+                        if is_send:  # the route runs from the sender's host to the receiver's
+                            comm.src = actor.host
+                        else:
+                            comm.dst = actor.host
+                        if peer is not None:
                             self._start(comm)
                         waits[id(actor)] = comm
                         self.to_run.append(actor)
@@ -90,6 +95,8 @@ class NaiveKernel(Kernel):
                         self._sleep(actor, call[1])
                     elif kind == simgrid.CREATE:
                         actor.answer = self.spawn(call[1], call[2])
+                        if len(call) > 3:  # a job's actor, on a compute host
+                            actor.answer.host = call[3]
                         self.to_run.append(actor)
                     else:
                         assert kind == simgrid.KILL
@@ -123,11 +130,16 @@ class NaiveKernel(Kernel):
         sleeps = list(getattr(self, "plain_sleeps", []))
         comm = self._comm
         step = -1.0
-        if comm is not None:
-            step = comm.remains / COMM_RATE if comm.remains > 0 else 0.0
+        # next_occurring_event_full: a transfer counts once it has a rate (its latency paid)
+        rate = 0.0 if comm is None or comm.latency > 0 else comm.rate
+        if comm is not None and rate > 0:
+            step = comm.remains / rate if comm.remains > 0 else 0.0
         for sleep in sleeps:
             if step < 0 or sleep.m < step:
                 step = sleep.m
+        # HostL07Model::next_occurring_event: then the latencies left
+        if comm is not None and comm.latency > 0 and (step < 0 or comm.latency < step):
+            step = comm.latency
         if step < 0:
             return False
         self.steps += 1
@@ -136,9 +148,16 @@ class NaiveKernel(Kernel):
         ended = []
         for action in actions:
             if isinstance(action, Comm):
-                remains = action.remains - COMM_RATE * step
+                if action.latency > 0:  # HostL07Model::update_actions_state
+                    if action.latency > step:
+                        action.latency -= step
+                        if action.latency < TIMING_PRECISION:
+                            action.latency = 0.0
+                    else:
+                        action.latency = 0.0
+                remains = action.remains - rate * step
                 action.remains = 0.0 if remains < WORK_PRECISION else remains
-                if action.remains <= 0:
+                if action.remains <= 0 and rate > 0:
                     ended.append(action)
                     self._comm = None
                 continue
@@ -280,6 +299,48 @@ def test_fast_kernel_with_kills_and_calls_is_the_plain_one(seed: int, jobs: int)
             results.append((messages, sim.rows, clocks, sim.steps, error))
     assert results[0] == results[2]
     assert results[1] == results[2]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    jobs=st.integers(5, 30),
+    master=st.sampled_from([0.0006000000000000001, 5e-10, 0.0, 0.25, 1.0]),
+    compute=st.sampled_from([0.0016, 3e-3, 0.0, 0.5, 7.0]),
+    rates=st.sampled_from([(125e6, 125e6), (1e12, 1.25e9), (1e3, 8.0)]),
+)
+@example(seed=7, jobs=20, master=0.0006000000000000001, compute=0.0016, rates=(125e6, 125e6))
+def test_the_kernel_with_link_latencies_is_the_plain_one(
+    seed: int, jobs: int, master: float, compute: float, rates: tuple[float, float]
+) -> None:
+    """Routes with latencies (the recorded ones, and latencies and rates long enough for sleeps
+    to end and kills and calls to come while a message pays its latency or crosses): the
+    kernel gives what the plain transcription of L07's latency phase gives, clock bit for bit."""
+    from batsched_ml.workload.platform import MessageRoutes
+
+    workload = drift_prone_workload(random.Random(seed), jobs)
+    hosts = [f"host{i}" for i in range(workload["nb_res"])]
+    routes = MessageRoutes((master, rates[0]), (compute, rates[1]), frozenset(hosts))
+    results = []
+    for kernel in (Kernel, NaiveKernel):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(simulator, "RoutedKernel", kernel)
+            sim = BatsimSimulator([workload], hosts, routes=routes)
+            assert type(sim._kernel) is kernel
+            scheduler = KillingFcfs(workload["nb_res"], random.Random(seed))
+            messages, clocks = [], []
+            message: Message | None = sim.start()
+            error = None
+            while message is not None:
+                messages.append(message)
+                clocks.append(sim.now)
+                try:
+                    message = sim.step(scheduler(message))
+                except simulator.InvalidDecision as exc:  # a kill after the job's end
+                    error = str(exc)
+                    break
+            results.append((messages, sim.rows, clocks, sim.steps, error))
+    assert results[0] == results[1]
 
 
 @pytest.mark.parametrize("kernel_name", KERNELS)

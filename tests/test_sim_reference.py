@@ -1,5 +1,7 @@
 """The embedded simulator against real Batsim 4.2.1: fed the decisions recorded in each
-transcript, it must emit exactly the recorded events and write Batsim's jobs.csv byte for byte."""
+transcript, it must emit exactly the recorded events and write Batsim's jobs.csv byte for byte;
+``fcfs_small_latency`` too, its messages taking their routes' latencies (on the Python kernel,
+the only one that takes routes)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 from batsched_ml.protocol.codec import message_from_dict, message_to_dict
 from batsched_ml.sim import jobs_csv, simulator
 from batsched_ml.sim.simulator import BatsimSimulator, InvalidDecision
-from batsched_ml.workload.platform import compute_host_names
+from batsched_ml.workload.platform import compute_host_names, message_routes
 from tests.conftest import load_case
 from tests.test_sim_kernel import KERNELS, kernel_named
 
@@ -22,6 +24,8 @@ EXACT_CASES = [
     "reject",
     "clock_drift",
 ]
+# links with latencies: the routes of Batsim's messages read from the platform
+LATENCY_CASES = ["fcfs_small_latency"]
 
 
 @pytest.fixture(params=KERNELS)
@@ -38,7 +42,13 @@ def _simulator(case) -> BatsimSimulator:
         dynamic_jobs=case.dynamic_jobs,
         acknowledge_dynamic_jobs=case.acknowledge,
         workload_paths=["/data/workload.json"],
+        routes=message_routes(case.path / "platform.xml"),  # None on the exact platforms
     )
+
+
+def _skip_other_kernels(name: str, kernel: str) -> None:
+    if name in LATENCY_CASES and kernel != KERNELS[0]:
+        pytest.skip("routes run on the Python kernel whichever is chosen")
 
 
 def _replay(case) -> tuple[BatsimSimulator, list[dict]]:
@@ -54,8 +64,9 @@ def _replay(case) -> tuple[BatsimSimulator, list[dict]]:
     return sim, emitted
 
 
-@pytest.mark.parametrize("name", EXACT_CASES)
+@pytest.mark.parametrize("name", EXACT_CASES + LATENCY_CASES)
 def test_simulator_emits_the_recorded_events(name: str, kernel: str) -> None:
+    _skip_other_kernels(name, kernel)
     case = load_case(name)
     sim, emitted = _replay(case)
     recorded = [r["msg"] for r in case.records if r["dir"] == "batsim->sched"]
@@ -71,8 +82,9 @@ def test_simulator_emits_the_recorded_events(name: str, kernel: str) -> None:
     assert sim.finished
 
 
-@pytest.mark.parametrize("name", EXACT_CASES)
+@pytest.mark.parametrize("name", EXACT_CASES + LATENCY_CASES)
 def test_simulator_writes_batsims_jobs_csv(name: str, kernel: str, tmp_path) -> None:
+    _skip_other_kernels(name, kernel)
     case = load_case(name)
     sim, _ = _replay(case)
     out = tmp_path / "jobs.csv"

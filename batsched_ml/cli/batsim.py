@@ -80,12 +80,9 @@ def run(args: argparse.Namespace) -> int:
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import BatsimSimulator
     from batsched_ml.workload.io import load_workload, report_dropped
-    from batsched_ml.workload.platform import compute_host_names, inexact_links
+    from batsched_ml.workload.platform import compute_host_names, message_routes
 
-    problem = inexact_links(args.platform)
-    if problem is not None:
-        raise ConfigError(f"{args.platform}: {problem}: the stand-in simulates exact platforms")
-
+    routes = message_routes(args.platform)  # None: exact; a platform not modelled: refused
     workloads = [load_workload(path) for path in args.workload]
     hosts = compute_host_names(args.platform)
     sim = BatsimSimulator(
@@ -96,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         profile_reuse=args.enable_profile_reuse,
         forward_profiles=args.forward_profiles_on_submission,
         workload_paths=[str(Path(p).resolve()) for p in args.workload],
+        routes=routes,
     )
     timeout = None if args.timeout <= 0 else args.timeout
     prefix = args.export or "out"
@@ -120,13 +118,15 @@ def run_batsim5(args: argparse.Namespace) -> int:
     """The stand-in as Batsim 5.0.0-rc2: its init frame and the scheduler's hello first (the
     features it requests set the simulation up), then Batsim 5's messages; ``PREFIXjobs.csv``
     as Batsim 5 names and writes it. Batsim 4's flags for dynamic jobs and profiles are EDC
-    features in Batsim 5: refused here. Only the exact platforms are simulated."""
+    features in Batsim 5: refused here. Platforms with link latencies are simulated where their
+    shape is the recorded one (:func:`~batsched_ml.workload.platform.message_routes`), else
+    refused."""
     from batsched_ml.serving.transport_v5 import run_batsim5_peer
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import Batsim5, BatsimSimulator
     from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
     from batsched_ml.workload.io import is_swf, load_workload, report_dropped
-    from batsched_ml.workload.platform import compute_host_names, inexact_links
+    from batsched_ml.workload.platform import compute_host_names, message_routes
 
     v4_flags = ("enable_dynamic_jobs", "acknowledge_dynamic_jobs", "enable_profile_reuse")
     given = [f"--{f.replace('_', '-')}" for f in (*v4_flags, "forward_profiles_on_submission")]
@@ -136,9 +136,7 @@ def run_batsim5(args: argparse.Namespace) -> int:
             f"{', '.join(given)}: Batsim 4 flags; in Batsim 5 the scheduler requests dynamic jobs "
             "and profiles in its hello (--protocol 5 takes them from there)"
         )
-    problem = inexact_links(args.platform, speed=True)
-    if problem is not None:
-        raise ConfigError(f"{args.platform}: {problem}: the stand-in simulates exact platforms")
+    routes = message_routes(args.platform, speed=True)
     workloads = []
     for path in args.workload:
         data = load_workload(path)
@@ -160,6 +158,7 @@ def run_batsim5(args: argparse.Namespace) -> int:
                 hosts,
                 workload_paths=[str(Path(p).resolve()) for p in args.workload],
                 batsim5=Batsim5(features, arguments, context_json),
+                routes=routes,
             )
         )
         return made[0]

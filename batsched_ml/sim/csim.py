@@ -9,7 +9,9 @@ variant, predictor, dispatcher and plug-in decides through the one Python source
 
 Which simulator runs is decided by what the compiled one *supports*, never by the run's
 settings (it does not see them): one workload of ``delay`` profiles, with or without dynamic
-jobs, without forwarded profiles, as Batsim 4 (Batsim 5's actors are the reference's only).
+jobs, without forwarded profiles, as Batsim 4 (Batsim 5's actors are the reference's only), on
+the exact platform (its messages take 1e-12 s: given a platform's ``routes``, links with
+latencies, the reference runs).
 Asked for anything else, or given a workload it is not sure of (``simulate`` answers ``None``
 before the first message), the reference runs, which gives the same messages and files.
 ``BATSCHED_ML_KERNEL=python`` (:mod:`batsched_ml.compiled`) turns it off
@@ -47,6 +49,7 @@ from batsched_ml.sim.simulator import (
     begins_event,
     problems,
 )
+from batsched_ml.workload.platform import MessageRoutes
 
 NAME = "batsched_ml.sim._csim"
 SOURCE = Path(__file__).with_name("_csim.c")
@@ -79,9 +82,10 @@ def module() -> ModuleType | None:
 class Simulator:
     """One simulation, by the compiled simulator when it supports it, else by the reference.
 
-    Takes :class:`BatsimSimulator`'s arguments; :meth:`run` plays it to its end with a
-    scheduler's ``handle`` deciding. Afterwards ``rows`` holds ``jobs.csv``'s rows, ``messages``
-    the number of messages sent and ``engine`` what simulated: ``"compiled"`` or ``"python"``.
+    Takes :class:`BatsimSimulator`'s arguments (``routes`` too: the reference takes them);
+    :meth:`run` plays it to its end with a scheduler's ``handle`` deciding. Afterwards ``rows``
+    holds ``jobs.csv``'s rows, ``messages`` the number of messages sent and ``engine`` what
+    simulated: ``"compiled"`` or ``"python"``.
     """
 
     def __init__(
@@ -96,6 +100,7 @@ class Simulator:
         workload_paths: list[str] | None = None,
         compiled_module: ModuleType | None = None,
         batsim5: Batsim5 | None = None,
+        routes: MessageRoutes | None = None,
     ) -> None:
         if not hosts:
             raise ValueError("a platform needs at least one compute host")
@@ -109,6 +114,7 @@ class Simulator:
         }
         self.workload_paths = workload_paths
         self.batsim5 = batsim5
+        self.routes = routes
         self.module = compiled_module if compiled_module is not None else module()
         self.rows: list[str] = []
         self.messages = 0
@@ -123,6 +129,7 @@ class Simulator:
             and len(self.workloads) == 1
             and not self.flags["forward_profiles"]
             and self.batsim5 is None  # Batsim 5's actors are the reference's only
+            and self.routes is None  # its messages take 1e-12 s: the exact platform only
         )
 
     def prepare(self) -> None:
@@ -134,6 +141,7 @@ class Simulator:
                 self.hosts,
                 workload_paths=self.workload_paths,
                 batsim5=self.batsim5,
+                routes=self.routes,
                 **self.flags,
             )
 

@@ -1,4 +1,5 @@
-"""SimGrid 3.32's kernel, reduced to what Batsim 4.2.1 asks of it on the exact platform.
+"""SimGrid 3.32's kernel, reduced to what Batsim 4.2.1 asks of it on the exact platform (and on a
+platform with link latencies, with routes).
 
 Real Batsim is a set of SimGrid actors (the job submitter, the server, one "REQ-REP" actor per
 message to the scheduler, one actor per running job, waiters and killers) that talk through a
@@ -32,6 +33,18 @@ rule it mirrors (sources: SimGrid tag v3.32):
   1e12 and it lasts ``1.0 / 1e12`` s whatever the route. When it ends, the actors waiting on it
   wake in the order they started waiting. Batsim has a single receiver (the server), so at most
   one transfer runs at a time (checked).
+* **Links with latencies** (``L07Action``, ``HostL07Model::next_occurring_event`` and
+  ``update_actions_state``; Batsim runs ``host/model:ptask_L07``, whose network model has no
+  latency or bandwidth factor): given a ``route`` (:class:`Kernel`'s argument), a transfer from
+  the sender's host to the receiver's has the route's ``latency`` (its links' latencies summed in
+  SimGrid's route order) and ``rate`` (its narrowest link's bandwidth: 1 byte, cost 1). Its
+  variable is disabled (rate 0) while latency is left: the step is also bounded by the latency
+  left; each step takes ``latency - step`` off it (0 below ``surf/precision``, or when the step
+  is not shorter), and the remains do not move. From the next step on, it runs at ``rate`` as
+  above: a message sent at ``t`` on an idle kernel arrives at ``(t + latency) + 1 / rate``.
+  Every actor runs on the master host (``host`` None) but a job's, which runs on the first host
+  of its allocation (the fourth element of its ``CREATE``). Recorded: ``fcfs_small_latency`` of
+  both reference folders (see :mod:`batsched_ml.workload.platform` for the routes).
 
 The kernel is pure: actors are generators that yield simcalls (tuples below); an actor may also
 yield ``(EXCHANGE, message)`` to hand a message to the outside world (the REQ-REP actor's ZeroMQ
@@ -58,7 +71,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from itertools import count
 from pathlib import Path
 from typing import Any, cast
@@ -79,6 +92,8 @@ _TINY_STEP = 2.0**-39
 
 Simcall = tuple[Any, ...]
 ActorCode = Generator[Simcall, Any, None]
+#: a transfer's (latency, rate) from the sender's host to the receiver's (None: the master host)
+Route = Callable[[str | None, str | None], tuple[float, float]]
 
 
 class KernelError(RuntimeError):
@@ -88,10 +103,11 @@ class KernelError(RuntimeError):
 class Actor:
     """A SimGrid actor: a generator of simcalls, the answer to its last one, its pending call."""
 
-    __slots__ = ("answer", "call", "dead", "gen", "name", "sleep")
+    __slots__ = ("answer", "call", "dead", "gen", "host", "name", "sleep")
 
-    def __init__(self, name: str, gen: ActorCode) -> None:
+    def __init__(self, name: str, gen: ActorCode, host: str | None = None) -> None:
         self.name = name
+        self.host = host  # None: the master host, where Batsim runs all its actors but jobs
         self.gen = gen
         self.answer: Any = None
         self.call: Simcall | None = None
@@ -114,10 +130,25 @@ next(_DEAD, None)
 class Comm:
     """A mailbox communication: a send and a receive, matched or waiting for their peer."""
 
-    __slots__ = ("done", "is_send", "key", "payload", "remains", "waiting")
+    __slots__ = (
+        "done",
+        "dst",
+        "is_send",
+        "key",
+        "latency",
+        "payload",
+        "rate",
+        "remains",
+        "src",
+        "waiting",
+    )
 
     def __init__(self, is_send: bool, payload: Any = None) -> None:
         self.is_send = is_send
+        self.src: str | None = None  # the sender's host and the receiver's (None: master)
+        self.dst: str | None = None
+        self.latency = 0.0  # latency left to pay before the byte moves
+        self.rate = COMM_RATE
         self.payload = payload
         self.done = False
         self.waiting: list[Actor] = []
@@ -151,7 +182,10 @@ class Kernel:
     prefix at or below 2**14.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, route: Route | None = None) -> None:
+        """``route``: a transfer's latency and rate from the sender's host to the receiver's;
+        None: the exact platform's (0 and 1e12 for every route)."""
+        self._route = route
         self.now = 0.0
         self.to_run: list[Actor] = []
         self.mailboxes: dict[str, deque[Comm]] = {}
@@ -214,9 +248,11 @@ class Kernel:
                         if box and not box[0].is_send:
                             comm = box.popleft()
                             comm.payload = call[2]
+                            comm.src = actor.host
                             self._start(comm)
                         else:
                             comm = Comm(True, call[2])
+                            comm.src = actor.host
                             box.append(comm)
                         comm.waiting.append(actor)
                     elif kind == GET:
@@ -225,9 +261,11 @@ class Kernel:
                             box = mailboxes[call[1]] = deque()
                         if box and box[0].is_send:
                             comm = box.popleft()
+                            comm.dst = actor.host
                             self._start(comm)
                         else:
                             comm = Comm(False)
+                            comm.dst = actor.host
                             box.append(comm)
                         comm.waiting.append(actor)
                     elif kind == SLEEP:
@@ -235,7 +273,7 @@ class Kernel:
                         # checks).
                         sleep(actor, call[1])
                     elif kind == CREATE:
-                        new = Actor(call[1], call[2])
+                        new = Actor(call[1], call[2], call[3] if len(call) > 3 else None)
                         to_run.append(new)  # ActorImpl::start: appended to the run list
                         actor.answer = new
                         to_run.append(actor)
@@ -284,6 +322,8 @@ class Kernel:
         if self._comm is not None:
             raise KernelError("two transfers at once: bandwidth sharing is not modelled")
         comm.key = next(self._keys)
+        if self._route is not None:
+            comm.latency, comm.rate = self._route(comm.src, comm.dst)
         self._comm = comm
 
     # --- time ---------------------------------------------------------------------------
@@ -293,8 +333,12 @@ class Kernel:
         comm = self._comm
         ms = self._ms
         if comm is not None:
-            remains = comm.remains
-            step = remains / COMM_RATE if remains > 0 else 0.0
+            latency = comm.latency
+            if latency > 0.0:  # no rate yet: the latency left bounds the step
+                step = latency
+            else:
+                remains = comm.remains
+                step = remains / comm.rate if remains > 0 else 0.0
             if ms and ms[0] < step:
                 step = ms[0]
         elif ms:
@@ -325,8 +369,15 @@ class Kernel:
                 ended = sleeps[:done]
                 del ms[:done]
                 del sleeps[:done]
-        if comm is not None:
-            remains = comm.remains - COMM_RATE * step
+        if comm is not None and latency > 0.0:
+            # update_latency (double_update) or set_latency(0); the rate was 0 over this step
+            if latency > step:
+                latency -= step
+                comm.latency = latency if latency >= TIMING_PRECISION else 0.0
+            else:
+                comm.latency = 0.0
+        elif comm is not None:
+            remains = comm.remains - comm.rate * step
             if remains < WORK_PRECISION:
                 self._comm = None
                 comm.done = True
@@ -367,10 +418,11 @@ KERNEL_VARIABLE = compiled.VARIABLE
 
 
 def kernel_class() -> type[Kernel]:
-    """The kernel the simulator runs: the compiled one (``_ckernel``, built from
-    ``_ckernel.c`` at install) when it is there, else this module's :class:`Kernel`;
-    ``BATSCHED_ML_KERNEL=python`` forces this module's (:mod:`batsched_ml.compiled`). Both give
-    the same results (the tests run both on every recording)."""
+    """The kernel the simulator runs on the exact platform: the compiled one (``_ckernel``,
+    built from ``_ckernel.c`` at install, which takes no routes) when it is there, else this
+    module's :class:`Kernel`; ``BATSCHED_ML_KERNEL=python`` forces this module's
+    (:mod:`batsched_ml.compiled`). Both give the same results (the tests run both on every
+    recording of the exact platform)."""
     module = compiled.compiled_module(
         "batsched_ml.sim._ckernel", Path(__file__).with_name("_ckernel.c")
     )

@@ -1,7 +1,8 @@
 """An embedded discrete-event simulator that plays Batsim 4.2.1's side of the protocol.
 
 It supports what batsched-ml needs of Batsim for ``delay`` profiles, on a homogeneous cluster with
-the exact-timing conventions of ``shared/batsim-reference`` (latency 0, 1 TBps links): static
+the exact-timing conventions of ``shared/batsim-reference`` (latency 0, 1 TBps links), or with
+link latencies given as the routes of Batsim's messages (``routes``, see below): static
 submissions, EXECUTE_JOB, completion and walltime kills, KILL_JOB, REJECT_JOB, CALL_ME_LATER,
 dynamic jobs (REGISTER_PROFILE, REGISTER_JOB, registration NOTIFYs) and SET_JOB_METADATA. It is
 a pure request/reply state machine: :meth:`BatsimSimulator.start` gives the first message,
@@ -16,7 +17,12 @@ therefore follow from the same mechanics as in Batsim:
 
 * every message between Batsim's actors (a submission, a job's end, each decision forwarded by
   the REQ-REP actor, its final "ready") is a 1-byte SimGrid communication to the server, which
-  takes ``1e-12`` s; the server handles one at a time and sends the scheduler a message only
+  takes ``1e-12`` s on the exact platform; with link latencies (``routes``:
+  :func:`~batsched_ml.workload.platform.message_routes`) it takes its route's latency, then 1
+  byte at the narrowest link's bandwidth, from the master host (every actor's but a job's) or
+  from the first host of the job's allocation (``fcfs_small_latency`` of both reference
+  folders: 600 us + 8 ns and 1.6 ms + 8 ns); the server handles one at a time and sends the
+  scheduler a message only
   when it is free (its last message answered) and its mailbox is empty, so whatever is already
   queued at that moment goes in the same message;
 * the submitter sends each group of jobs with the same ``subtime`` in one communication (ordered
@@ -39,15 +45,16 @@ Invalid decisions raise :class:`InvalidDecision` naming the decision, where Bats
 
 Batsim 5.0.0-rc2 is played too (:class:`Batsim5`): its actors (``server.cpp``, ``edc.cpp``,
 ``periodic.cpp`` of that tag) on the same kernel (Batsim 5 runs on SimGrid 4.0, which the
-recordings show keeping the emulated 3.32's rules). Fed the decisions of every zero-latency
-recording of ``shared/batsim5-reference``, the simulator sends the very text Batsim 5 sent and
+recordings show keeping the emulated 3.32's rules). Fed the decisions of every recording of
+``shared/batsim5-reference``, the simulator sends the very text Batsim 5 sent and
 writes its ``jobs.csv`` byte for byte (``tests/test_batsim5_standin.py``).
 
 This module is also the reference of ``_csim.c``, the compiled simulator: the same actors,
 simcalls and order in C, for static workloads, with the same scheduler attached as its decision
 callback (:mod:`batsched_ml.sim.csim`); both give the same messages and files byte for byte
 (``tests/test_compiled_sim.py``). A change here is a change there. The errors both raise are
-written once, in :class:`problems`.
+written once, in :class:`problems`. Routes (link latencies) are this module's only, on the
+Python kernel (:data:`RoutedKernel`): the compiled simulator and kernel leave them to it.
 """
 
 from __future__ import annotations
@@ -88,7 +95,7 @@ from batsched_ml.protocol.events import (
     SimulationBegins,
     SimulationEnds,
 )
-from batsched_ml.sim import jobs_csv
+from batsched_ml.sim import jobs_csv, simgrid
 from batsched_ml.sim.simgrid import (
     CREATE,
     EXCHANGE,
@@ -100,11 +107,14 @@ from batsched_ml.sim.simgrid import (
     Simcall,
     kernel_class,
 )
-from batsched_ml.workload.platform import batsim5_host_order
+from batsched_ml.workload.platform import MessageRoutes, batsim5_host_order
 
 # The kernel the simulator runs (the compiled one unless BATSCHED_ML_KERNEL=python or it is not
 # built); chosen once, at import; tests replace it to run another.
 Kernel = kernel_class()
+# The kernel of a platform with link latencies (routes): the Python one, the only one that takes
+# routes, whichever the above is; tests replace it too.
+RoutedKernel: type[simgrid.Kernel] = simgrid.Kernel
 
 
 class SimulationError(UserError, RuntimeError):
@@ -422,6 +432,10 @@ class BatsimSimulator:
     clock in full (Batsim 4 printed six decimals), jobs may share hosts (rc2 does not check),
     and jobs.csv has its own columns (:func:`jobs_csv.finished_row_v5`). Same schedules as
     Batsim 4 otherwise (``shared/batsim5-reference``).
+
+    ``routes``: the routes of Batsim's messages on a platform with link latencies
+    (:func:`~batsched_ml.workload.platform.message_routes`; None, the exact platform's 1e-12 s
+    hops); the simulation then runs on :data:`RoutedKernel`, the Python kernel.
     """
 
     def __init__(
@@ -435,10 +449,12 @@ class BatsimSimulator:
         forward_profiles: bool = False,
         workload_paths: list[str] | None = None,
         batsim5: Batsim5 | None = None,
+        routes: MessageRoutes | None = None,
     ) -> None:
         if not hosts:
             raise ValueError("a platform needs at least one compute host")
         self.batsim5 = batsim5
+        self.routes = routes
         if batsim5 is not None:
             if dynamic_jobs or acknowledge_dynamic_jobs or profile_reuse or forward_profiles:
                 raise ValueError("Batsim 5 takes dynamic jobs and profiles as EDC features")
@@ -459,7 +475,10 @@ class BatsimSimulator:
         self._to_delete: list[_LiveJob] = []  # finished or rejected, until the next message
         self._used_ids: set[str] = set()
         self._busy = MachineSet()
-        self._kernel = Kernel()
+        # links with latencies: the Python kernel, the only one that takes routes
+        self._kernel = Kernel() if routes is None else RoutedKernel(routes.route)
+        # a job's actor runs on the first host of its allocation, by resource id
+        self._host_of_id = self.hosts if batsim5 is None else batsim5_host_order(self.hosts)
         self._run: Generator[Any, Any, None] | None = None
         self._last_now = 0.0
         # The server's state (ServerData)
@@ -886,6 +905,9 @@ class BatsimSimulator:
         job.state = _RUNNING
         job.alloc = alloc
         job.runs = runs
+        if self.routes is not None:  # on the first allocated host: its messages take its route
+            host = self._host_of_id[runs[0][0]]
+            return (CREATE, f"job_{job.job_id}", self._job(job), host)
         return (CREATE, f"job_{job.job_id}", self._job(job))
 
     def _on_reject(self, decision: RejectJob) -> None:
