@@ -3,6 +3,7 @@ and clear one-line errors with a non-zero exit."""
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import subprocess
@@ -142,7 +143,7 @@ def test_serve_refuses_a_batsim_running_another_workload_than_its_calendar(
     """Same job ids, other jobs: the calendar would date them wrongly and run.json would name
     the wrong workload. The first mismatching submission ends the run in one line, exit 2."""
     calendar = write_slice(kth_workload, tmp_path / "calendar.json", 300)
-    other = workload_head(kth_workload, 300)
+    other = copy.deepcopy(workload_head(kth_workload, 300))  # the fixture is shared: not moved
     for job in other["jobs"]:
         job["subtime"] += 7
     (tmp_path / "other.json").write_text(json.dumps(other))
