@@ -65,7 +65,7 @@ from typing import Any, Protocol
 
 from batsched_ml import registry
 from batsched_ml.alloc import MachineSet, Runs, mask_of, procset_of_runs
-from batsched_ml.errors import UserError
+from batsched_ml.errors import SchedulerError as SchedulerError
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import (
     Event,
@@ -96,10 +96,6 @@ from batsched_ml.scheduler.predictors import Predictor, RequestedTime
 HOUR = 3600.0
 _key = attrgetter("key")
 DEFAULT_STARVATION_THRESHOLD = registry.STARVATION_THRESHOLD_HOURS * HOUR
-
-
-class SchedulerError(UserError, RuntimeError):
-    """Batsim told the scheduler something inconsistent with what it knows."""
 
 
 class Scheduler(Protocol):

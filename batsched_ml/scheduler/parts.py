@@ -5,7 +5,7 @@ job, and :class:`Component`, the base of the parts attached through named hooks 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from batsched_ml.alloc import Runs
@@ -41,6 +41,28 @@ class WaitingJob:
     rank: int = 0
     key: tuple[Any, ...] = ()
 
+    # written out, not generated: compiled (mypyc), a generated __init__ stays interpreted
+    # Python and was a tenth of a replay's scheduling time (the same for any other reason)
+    def __init__(
+        self,
+        job: Job,
+        seq: int,
+        est: float,
+        res: int,
+        subtime: float,
+        rank_est: float = 0.0,
+        rank: int = 0,
+        key: tuple[Any, ...] = (),
+    ) -> None:
+        self.job = job
+        self.seq = seq
+        self.est = est
+        self.res = res
+        self.subtime = subtime
+        self.rank_est = rank_est
+        self.rank = rank
+        self.key = key
+
 
 @dataclass(slots=True)
 class RunningJob:
@@ -49,9 +71,29 @@ class RunningJob:
     est: float
     alloc: Runs
     entry: WaitingJob | None = None
-    end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
+    end_entry: tuple[float, int, int] = (0.0, 0, 0)
     corrections: int = 0
     killed: bool = False  # the scheduler asked Batsim to kill it
+
+    def __init__(  # written out: see WaitingJob
+        self,
+        job: Job,
+        start: float,
+        est: float,
+        alloc: Runs,
+        entry: WaitingJob | None = None,
+        end_entry: tuple[float, int, int] = (0.0, 0, 0),
+        corrections: int = 0,
+        killed: bool = False,
+    ) -> None:
+        self.job = job
+        self.start = start
+        self.est = est
+        self.alloc = alloc
+        self.entry = entry
+        self.end_entry = end_entry
+        self.corrections = corrections
+        self.killed = killed
 
 
 def cut_short(running: RunningJob, event: JobCompleted) -> bool:
