@@ -178,14 +178,17 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, module_source(fullname))
 
 
-def use_scheduler_source() -> None:
+def use_scheduler_source(why: str = "asked") -> None:
     """Import every module of the group from its ``.py`` from now on (before any is imported:
-    one already imported compiled would call the others natively)."""
+    one already imported compiled would call the others natively); ``why`` is what
+    :func:`guard_scheduler` says from now on."""
+    global _scheduler_state
     loaded = [name for name in SCHEDULER_GROUP if name in sys.modules]
-    if loaded and any(_is_compiled(sys.modules[name]) for name in loaded):
+    if any(_is_compiled(sys.modules[name]) for name in loaded):
         raise RuntimeError(f"the compiled scheduler is already imported ({', '.join(loaded)})")
     if not any(isinstance(finder, _SourceFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _SourceFinder())
+    _scheduler_state = ("python", why)
 
 
 def _is_compiled(module: ModuleType) -> bool:
@@ -205,20 +208,18 @@ def guard_scheduler() -> tuple[str, str]:
         _scheduler_state = ("python", "not built")
         return _scheduler_state
     if forced_python():
-        use_scheduler_source()
-        _scheduler_state = ("python", f"{VARIABLE}=python")
-        return _scheduler_state
+        use_scheduler_source(f"{VARIABLE}=python")
+        return guard_scheduler()
     stale = _stale_scheduler()
     if stale is not None:
-        use_scheduler_source()
+        use_scheduler_source(stale)
         warnings.warn(
             f"the compiled scheduler is not used: {stale}; rebuild it (pip install -e .); "
             "running its Python source meanwhile",
             RuntimeWarning,
             stacklevel=2,
         )
-        _scheduler_state = ("python", stale)
-        return _scheduler_state
+        return guard_scheduler()
     _scheduler_state = ("compiled", "built from the sources beside it")
     return _scheduler_state
 

@@ -63,6 +63,8 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from batsched_ml import registry
 from batsched_ml.alloc import MachineSet, Runs, mask_of, procset_of_runs
 from batsched_ml.errors import SchedulerError as SchedulerError
@@ -107,6 +109,8 @@ class Scheduler(Protocol):
     def handle(self, message: Message) -> Message: ...
 
 
+# compiled (mypyc), open to interpreted subclasses (classified.ClassifyingScheduler)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BatchScheduler:
     """The scheduler of batsched-ml: a queue order, a runtime predictor, a dispatcher, an
     optional correction and components, over Batsim's protocol (see the module docstring).
