@@ -22,6 +22,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Final
 
 from procset import ProcInt, ProcSet
 
@@ -103,7 +104,7 @@ class MachineSet:
             count -= size
             if not count:
                 break
-        taken = list(zip(lows[:whole], highs[:whole], strict=True))
+        taken = [(lows[k], highs[k]) for k in range(whole)]
         if count:  # and the first machines of the next run
             low = lows[whole]
             taken.append((low, low + count - 1))
@@ -213,7 +214,8 @@ def procset_of_runs(runs: Runs) -> ProcSet:
     80% of a replay's were among its last 1,024 distinct ones), so the ProcSet of a recent
     allocation is copied (``ProcSet.copy``, well under a microsecond) instead of built again.
     """
-    return _copy(_built(runs))
+    built = _built(runs)
+    return _copy_direct(built) if _DIRECT else built.copy()
 
 
 @lru_cache(maxsize=1024)
@@ -315,6 +317,5 @@ def lowest(mask: int, count: int) -> int:
     return taken
 
 
-_DIRECT = _direct_is_exact()
+_DIRECT: Final = _direct_is_exact()
 _from_runs = _from_runs_direct if _DIRECT else _from_runs_public
-_copy = _copy_direct if _DIRECT else ProcSet.copy

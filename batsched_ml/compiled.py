@@ -19,15 +19,15 @@ turns every compiled part off. ``run.json`` names what ran (:func:`batsched_ml.r
 code_identity`), and the code digest counts each compiled part's source digest, so a campaign
 never takes a run of one for a run of the other.
 
-The scheduler is compiled too, from its one Python source, by mypyc (:data:`SCHEDULER_GROUP`:
-the EASY pass, the scheduler core, the dispatchers, the queue orders, the machine sets and the
-job). Its modules call each other natively, so they are one part, used whole or not at all, and
-a part whose source is the reference itself: the build records each module's ``.py`` SHA-256
-in a module compiled with them (:data:`SCHEDULER_STAMP`), and ``import batsched_ml`` checks
-them all (:func:`guard_scheduler`). When one differs (a ``.py`` edited since the build: the
-edit must count), when the build is incomplete, or under ``BATSCHED_ML_KERNEL=python``, every
-module of the group is imported from its ``.py`` (a warning says so, except for the variable),
-although Python would otherwise prefer the ``.so`` beside it.
+The scheduler is compiled too, from its one Python source, by mypyc (:data:`SCHEDULER_GROUP`: the
+EASY pass, the scheduler core, the dispatchers, the queue orders, the machine sets, the job and the
+predictor's measuring wrapper). Its modules call each other natively, so they are one part, used
+whole or not at all, and a part whose source is the reference itself: the build records each
+module's ``.py`` SHA-256 in a module compiled with them (:data:`SCHEDULER_STAMP`), and ``import
+batsched_ml`` checks them all (:func:`guard_scheduler`). When one differs (a ``.py`` edited since
+the build: the edit must count), when the build is incomplete, or under
+``BATSCHED_ML_KERNEL=python``, every module of the group is imported from its ``.py`` (a warning
+says so, except for the variable), although Python would otherwise prefer the ``.so`` beside it.
 
 A fifth build is not a compiled part of this kind: Batsim 5's decision-component library
 (``batsched_ml._edc``, :mod:`batsched_ml.serving.edc`), which Batsim loads and which embeds Python;
@@ -107,6 +107,7 @@ SCHEDULER_GROUP: tuple[str, ...] = (
     "batsched_ml.scheduler.easy",
     "batsched_ml.scheduler.dispatchers",
     "batsched_ml.scheduler.core",
+    "batsched_ml.runs.measured",
 )
 
 #: The module the build writes and compiles with the group: ``SOURCES``, each module's name and
@@ -229,4 +230,3 @@ def scheduler_sources() -> dict[str, str] | None:
     if guard_scheduler()[0] != "compiled":
         return None
     return dict(importlib.import_module(SCHEDULER_STAMP).SOURCES)
-

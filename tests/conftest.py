@@ -121,8 +121,17 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if os.environ.get(SCHEDULER_SOURCE) == "1" or not _scheduler_compiled():
         return None  # here, on the Python source
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
-        + [pyfuncitem.nodeid],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            pyfuncitem.nodeid,
+        ],
         cwd=ROOT,
         env={**os.environ, SCHEDULER_SOURCE: "1"},
         capture_output=True,

@@ -30,19 +30,23 @@ files = [importlib.import_module(name).__file__ for name in compiled.SCHEDULER_G
 print(json.dumps({"state": compiled.guard_scheduler(), "files": files}))
 """
 
-# job tables (their digests) of a KTH-SP2 slice under every queue order, every dispatcher and
-# the classified variants; argv[1] == "source": the group imported from its .py files
+# the files of a replay (their digests: the job table, the summary, the predictions, the
+# classifier's tables; not the timings) of a KTH-SP2 slice under every queue order, every
+# dispatcher but CPH (its solver's time limit) and classified variants; argv[1] == "source":
+# the group imported from its .py files
 REPLAYS = """
-import hashlib, json, sys
+import hashlib, json, sys, tempfile
+from pathlib import Path
 from batsched_ml import compiled
 if sys.argv[1] == "source":
     compiled.use_scheduler_source("the test's source run")
 from batsched_ml import registry
+from batsched_ml.results.outputs import write_replay
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.io import load_workload
 from tests.conftest import KTH, workload_head
 
-workload = workload_head(load_workload(KTH), 1500)
+workload = workload_head(load_workload(KTH), 3000)
 settings = [{"policy": policy} for policy in registry.POLICIES]
 settings += [{"dispatcher": name} for name in registry.DISPATCHERS if name != "cph"]
 settings += [
@@ -54,8 +58,12 @@ settings += [
 ]
 out = {}
 for setting in settings:
-    rows = run_replay(workload, ReplayConfig(**setting)).rows
-    out[json.dumps(setting)] = hashlib.sha256("".join(rows).encode()).hexdigest()
+    with tempfile.TemporaryDirectory() as folder:
+        write_replay(run_replay(workload, ReplayConfig(**setting)), folder)
+        for path in sorted(Path(folder).iterdir()):
+            if path.name != "timing.json":  # seconds
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                out[f"{json.dumps(setting)} {path.name}"] = digest
 print(json.dumps({"state": compiled.guard_scheduler(), "tables": out}))
 """
 
@@ -165,12 +173,13 @@ print(json.dumps({k: hashlib.sha256("".join(v).encode()).hexdigest() for k, v in
 
 
 def test_compiled_and_source_decide_alike(built: None) -> None:
-    """The same job tables, byte for byte, from the compiled group and from its source."""
+    """The same files, byte for byte, from the compiled group and from its source."""
     fast, _ = run(REPLAYS, "compiled")
     slow, _ = run(REPLAYS, "source")
     assert fast["state"][0] == "compiled"
     assert slow["state"] == ["python", "the test's source run"]
-    assert len(fast["tables"]) >= 14
+    assert sum(key.endswith(" jobs.csv") for key in fast["tables"]) >= 14
+    assert any(key.endswith(" predictions.csv") for key in fast["tables"])
     assert fast["tables"] == slow["tables"]
 
 

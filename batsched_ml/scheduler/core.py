@@ -333,7 +333,8 @@ class BatchScheduler:
     def profile_of(self, job: Job, event: JobSubmitted | None = None) -> dict[str, Any] | None:
         if event is not None and event.profile is not None:
             return event.profile
-        return self.profiles.get(job.workload, {}).get(job.profile)
+        profiles = self.profiles.get(job.workload)
+        return None if profiles is None else profiles.get(job.profile)
 
     def on_submitted(self, event: JobSubmitted) -> WaitingJob | None:
         """Queue a submitted job; a job that can never fit the machine is rejected at once
