@@ -1,8 +1,9 @@
 """The compiled parts, built from source at install: the SimGrid kernel
 (``batsched_ml.sim._ckernel``), the compiled simulator of static workloads
 (``batsched_ml.sim._csim``), the forest's walk (``batsched_ml.predict._cforest``), the
-forest's grower (``batsched_ml.predict._cgrow``) and Batsim 5's decision-component library
-(``batsched_ml._edc``, which embeds Python: built only where libpython is a shared library).
+forest's grower (``batsched_ml.predict._cgrow``), Batsim 5's decision-component library
+(``batsched_ml._edc``, which embeds Python: built only where libpython is a shared library) and
+the scheduler's own Python modules compiled by mypyc (``batsched_ml.compiled.SCHEDULER_GROUP``).
 
 Everything else about the package is in pyproject.toml. The extensions are optional: without a
 C compiler the install goes on and their references run (``batsched_ml.sim.simgrid.Kernel``, the
@@ -32,7 +33,8 @@ def _compiled_helpers():
     return module
 
 
-SOURCE_DIGEST = _compiled_helpers().source_digest
+COMPILED = _compiled_helpers()
+SOURCE_DIGEST = COMPILED.source_digest
 
 
 def extension(name: str, source: str) -> Extension:
@@ -69,6 +71,33 @@ def edc_library() -> list[Extension]:
     return [library]
 
 
+def scheduler_group() -> list[Extension]:
+    # the scheduler's own Python source compiled by mypyc (a build requirement), with a module
+    # recording each source's digest (batsched_ml.compiled.guard_scheduler): optional like the
+    # C parts, so that without mypyc, or if it fails, the install goes on with the Python source
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        print("warning: mypyc is not installed: the scheduler is not compiled", file=sys.stderr)
+        return []
+    sources = [COMPILED.module_source(name) for name in COMPILED.SCHEDULER_GROUP]
+    stamp = COMPILED.module_source(COMPILED.SCHEDULER_STAMP)
+    stamp.write_text(COMPILED.scheduler_stamp(sources))
+    paths = [str(path.relative_to(ROOT)) for path in (*sources, stamp)]
+    try:
+        # libraries without type information are Any (they are not installed where the
+        # package is built); the group's group_name keeps its shared library in the package
+        extensions = mypycify(
+            ["--ignore-missing-imports", *paths], opt_level="3", group_name="batsched_ml._scheduler"
+        )
+    except (Exception, SystemExit) as error:  # mypyc exits on a type error
+        print(f"warning: the scheduler is not compiled: {error}", file=sys.stderr)
+        return []
+    for compiled in extensions:
+        compiled.optional = True
+    return extensions
+
+
 setup(
     ext_modules=[
         extension("batsched_ml.sim._ckernel", "batsched_ml/sim/_ckernel.c"),
@@ -76,5 +105,6 @@ setup(
         extension("batsched_ml.predict._cforest", "batsched_ml/predict/_cforest.c"),
         extension("batsched_ml.predict._cgrow", "batsched_ml/predict/_cgrow.c"),
         *edc_library(),
+        *scheduler_group(),
     ]
 )

@@ -13,6 +13,12 @@ Batsim; :mod:`batsched_ml.experiments` runs campaigns and :mod:`batsched_ml.repo
 
 from typing import Any
 
+from batsched_ml.compiled import guard_scheduler
+
+# before any module of the scheduler is imported: the compiled scheduler only if it was built
+# from the very sources beside it (batsched_ml.compiled)
+guard_scheduler()
+
 __version__ = "0.1.0"
 __all__ = ["Result", "__version__", "replay"]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Final
 
 from procset import ProcInt, ProcSet
 
@@ -103,7 +104,7 @@ class MachineSet:
             count -= size
             if not count:
                 break
-        taken = list(zip(lows[:whole], highs[:whole], strict=True))
+        taken = [(lows[k], highs[k]) for k in range(whole)]
         if count:  # and the first machines of the next run
             low = lows[whole]
             taken.append((low, low + count - 1))
@@ -213,7 +214,8 @@ def procset_of_runs(runs: Runs) -> ProcSet:
     80% of a replay's were among its last 1,024 distinct ones), so the ProcSet of a recent
     allocation is copied (``ProcSet.copy``, well under a microsecond) instead of built again.
     """
-    return _built(runs).copy()
+    built = _built(runs)
+    return _copy_direct(built) if _DIRECT else built.copy()
 
 
 @lru_cache(maxsize=1024)
@@ -226,14 +228,23 @@ def _from_runs_public(runs: Iterable[Run]) -> ProcSet:
 
 
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 
 
 def _from_runs_direct(runs: Iterable[Run]) -> ProcSet:
-    # What ``ProcSet.copy`` itself does: a ProcSet is its sorted list of disjoint ProcInts.
-    procs = ProcSet()
-    # (ProcInt's own constructor only checks what a run already guarantees)
+    # What ``ProcSet.copy`` itself does: a ProcSet is its sorted list of disjoint ProcInts
+    # (built without its constructor, which only makes that list empty; nor ProcInt's, which
+    # only checks what a run already guarantees)
+    procs: ProcSet = _new_object(ProcSet)
     procs._itvs = [_new_tuple(ProcInt, run) for run in runs]
     return procs
+
+
+def _copy_direct(procs: ProcSet) -> ProcSet:
+    # ``ProcSet.copy`` without its two interpreted calls (copy, then the constructor)
+    other: ProcSet = _new_object(ProcSet)
+    other._itvs = procs._itvs.copy()
+    return other
 
 
 def _direct_is_exact() -> bool:
@@ -245,6 +256,9 @@ def _direct_is_exact() -> bool:
             runs = intervals_of(mask)
             direct, public = _from_runs_direct(runs), _from_runs_public(runs)
             if direct != public or str(direct) != str(public) or len(direct) != len(public):
+                return False
+            copied = _copy_direct(public)
+            if copied != public or copied._itvs is public._itvs:
                 return False
             if list(direct.intervals()) != list(public.intervals()) or mask_of(direct) != mask:
                 return False
@@ -303,4 +317,5 @@ def lowest(mask: int, count: int) -> int:
     return taken
 
 
-_from_runs = _from_runs_direct if _direct_is_exact() else _from_runs_public
+_DIRECT: Final = _direct_is_exact()
+_from_runs = _from_runs_direct if _DIRECT else _from_runs_public

@@ -19,6 +19,16 @@ turns every compiled part off. ``run.json`` names what ran (:func:`batsched_ml.r
 code_identity`), and the code digest counts each compiled part's source digest, so a campaign
 never takes a run of one for a run of the other.
 
+The scheduler is compiled too, from its one Python source, by mypyc (:data:`SCHEDULER_GROUP`: the
+EASY pass, the scheduler core, the dispatchers, the queue orders, the machine sets, the job and the
+predictor's measuring wrapper). Its modules call each other natively, so they are one part, used
+whole or not at all, and a part whose source is the reference itself: the build records each
+module's ``.py`` SHA-256 in a module compiled with them (:data:`SCHEDULER_STAMP`), and ``import
+batsched_ml`` checks them all (:func:`guard_scheduler`). When one differs (a ``.py`` edited since
+the build: the edit must count), when the build is incomplete, or under
+``BATSCHED_ML_KERNEL=python``, every module of the group is imported from its ``.py`` (a warning
+says so, except for the variable), although Python would otherwise prefer the ``.so`` beside it.
+
 A fifth build is not a compiled part of this kind: Batsim 5's decision-component library
 (``batsched_ml._edc``, :mod:`batsched_ml.serving.edc`), which Batsim loads and which embeds Python;
 it has no reference (serving over a socket is the alternative), is built only where libpython is a
@@ -30,9 +40,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import re
+import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -78,3 +93,140 @@ def compiled_module(name: str, source: Path) -> ModuleType | None:
         )
         return None
     return module
+
+
+# --- the scheduler, compiled by mypyc ---------------------------------------------------------
+
+#: The modules mypyc compiles together (setup.py), in one shared library: they call each other
+#: natively, so a module of them imported from its ``.py`` would not be called by the others.
+SCHEDULER_GROUP: tuple[str, ...] = (
+    "batsched_ml.alloc",
+    "batsched_ml.job",
+    "batsched_ml.scheduler.parts",
+    "batsched_ml.scheduler.policies",
+    "batsched_ml.scheduler.easy",
+    "batsched_ml.scheduler.dispatchers",
+    "batsched_ml.scheduler.core",
+    "batsched_ml.runs.measured",
+)
+
+#: The module the build writes and compiles with the group: ``SOURCES``, each module's name and
+#: the SHA-256 of the ``.py`` it was compiled from (a module of the same shared library, so the
+#: digests are those of the build that is there, not of a later build that failed).
+SCHEDULER_STAMP = "batsched_ml._scheduler_sources"
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+#: What :func:`guard_scheduler` decided: ``"compiled"`` or ``"python"``, and why.
+_scheduler_state: tuple[str, str] | None = None
+
+
+def module_source(name: str) -> Path:
+    """The ``.py`` file of a module of the package."""
+    return _PACKAGE_ROOT.joinpath(*name.split(".")).with_suffix(".py")
+
+
+def _built_beside(source: Path) -> bool:
+    return any(
+        source.with_name(source.stem + suffix).is_file()
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+
+
+def scheduler_stamp(sources: Sequence[Path]) -> str:
+    """The stamp module's text for the group's ``sources`` (setup.py writes it, then compiles
+    it with them)."""
+    lines = [
+        '"""Written by the build (setup.py): the SHA-256 of each scheduler module compiled with',
+        'this one (batsched_ml.compiled.guard_scheduler checks them)."""',
+        "",
+        "SOURCES: dict[str, str] = {",
+    ]
+    for name, source in zip(SCHEDULER_GROUP, sources, strict=True):
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        lines.append(f'    "{name}": "{digest}",')
+    return "\n".join([*lines, "}", ""])
+
+
+def _stale_scheduler() -> str | None:
+    """Why the compiled group cannot be used (None: it can)."""
+    if not all(_built_beside(module_source(name)) for name in (*SCHEDULER_GROUP, SCHEDULER_STAMP)):
+        return "its build is incomplete"
+    try:
+        stamp = importlib.import_module(SCHEDULER_STAMP)
+    except ImportError as error:
+        return f"its build does not load ({error})"
+    if not _is_compiled(stamp):
+        return "its build is incomplete"
+    recorded = getattr(stamp, "SOURCES", {})
+    for name in SCHEDULER_GROUP:
+        source = module_source(name)
+        if not source.is_file():  # an installation without sources: only the build is there
+            continue
+        if recorded.get(name) != hashlib.sha256(source.read_bytes()).hexdigest():
+            return f"{source.name} ({name}) changed since it was compiled"
+    return None
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Imports the group's modules from their ``.py`` files, ahead of the ``.so`` beside them."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in SCHEDULER_GROUP:
+            return None
+        return importlib.util.spec_from_file_location(fullname, module_source(fullname))
+
+
+def use_scheduler_source(why: str = "asked") -> None:
+    """Import every module of the group from its ``.py`` from now on (before any is imported:
+    one already imported compiled would call the others natively); ``why`` is what
+    :func:`guard_scheduler` says from now on."""
+    global _scheduler_state
+    loaded = [name for name in SCHEDULER_GROUP if name in sys.modules]
+    if any(_is_compiled(sys.modules[name]) for name in loaded):
+        raise RuntimeError(f"the compiled scheduler is already imported ({', '.join(loaded)})")
+    if not any(isinstance(finder, _SourceFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SourceFinder())
+    _scheduler_state = ("python", why)
+
+
+def _is_compiled(module: ModuleType) -> bool:
+    spec = module.__spec__
+    return spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
+
+
+def guard_scheduler() -> tuple[str, str]:
+    """Decide once, at ``import batsched_ml``, whether the compiled scheduler runs: only when
+    it was built from the very ``.py`` files beside it and ``BATSCHED_ML_KERNEL`` is not
+    ``python``; otherwise every module of the group is imported from its source (with a
+    warning when a build is there but stale). Returns ``(state, why)``."""
+    global _scheduler_state
+    if _scheduler_state is not None:
+        return _scheduler_state
+    if not any(_built_beside(module_source(name)) for name in SCHEDULER_GROUP):
+        _scheduler_state = ("python", "not built")
+        return _scheduler_state
+    if forced_python():
+        use_scheduler_source(f"{VARIABLE}=python")
+        return guard_scheduler()
+    stale = _stale_scheduler()
+    if stale is not None:
+        use_scheduler_source(stale)
+        warnings.warn(
+            f"the compiled scheduler is not used: {stale}; rebuild it (pip install -e .); "
+            "running its Python source meanwhile",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return guard_scheduler()
+    _scheduler_state = ("compiled", "built from the sources beside it")
+    return _scheduler_state
+
+
+def scheduler_sources() -> dict[str, str] | None:
+    """The group's source digests when it runs compiled (the stamp's), else None."""
+    if guard_scheduler()[0] != "compiled":
+        return None
+    return dict(importlib.import_module(SCHEDULER_STAMP).SOURCES)

@@ -52,6 +52,12 @@ class NotBuilt(UserError):
     exit_code = 69
 
 
+class SchedulerError(UserError, RuntimeError):
+    """Batsim told the scheduler something inconsistent with what it knows (raised by
+    :class:`batsched_ml.scheduler.core.BatchScheduler`; here, outside the scheduler's compiled
+    modules, because a compiled class cannot derive from two built-in exception classes)."""
+
+
 class TransportError(RuntimeError):
     """The peer went silent, or the connection failed (:mod:`batsched_ml.serving.transport`; here so
     that the command line catches it without importing ZeroMQ for every command): exit 1."""

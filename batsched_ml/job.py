@@ -22,6 +22,25 @@ class Job:
     profile: str
     fields: dict[str, Any]
 
+    # written out, not generated: compiled (mypyc), a generated __init__ stays interpreted
+    # Python (see scheduler.parts.WaitingJob); object.__setattr__ as the generated one of a
+    # frozen dataclass does
+    def __init__(
+        self,
+        id: str,
+        subtime: float,
+        res: int,
+        walltime: float | None,
+        profile: str,
+        fields: dict[str, Any],
+    ) -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "subtime", subtime)
+        object.__setattr__(self, "res", res)
+        object.__setattr__(self, "walltime", walltime)
+        object.__setattr__(self, "profile", profile)
+        object.__setattr__(self, "fields", fields)
+
     @classmethod
     def from_batsim(cls, job_id: str, obj: dict[str, Any]) -> Job:
         """Build from a Batsim job object (as in ``JOB_SUBMITTED.job``). A walltime of -1, or
@@ -29,7 +48,9 @@ class Job:
         walltime = obj.get("walltime")
         if walltime is not None and walltime <= 0:
             walltime = None
-        return cls(
+        # Job, not cls: a direct call when compiled (a compiled class has no interpreted
+        # subclasses)
+        return Job(
             id=job_id,
             subtime=obj.get("subtime", 0.0),
             res=obj["res"],

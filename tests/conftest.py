@@ -5,15 +5,26 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-from hypothesis import settings
-from hypothesis.configuration import set_hypothesis_home_dir
+#: Set in the process that runs a test marked ``scheduler_source`` (see pytest_pyfunc_call)
+SCHEDULER_SOURCE = "BATSCHED_ML_TEST_SCHEDULER_SOURCE"
+if os.environ.get(SCHEDULER_SOURCE) == "1":
+    # before any test module imports the scheduler
+    from batsched_ml import compiled
+
+    compiled.use_scheduler_source("a test marked scheduler_source")
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +102,45 @@ def kth_workload() -> dict[str, Any]:
     from batsched_ml.workload.io import load_workload
 
     return load_workload(KTH)
+
+
+def _scheduler_compiled() -> bool:
+    from batsched_ml import compiled
+
+    return compiled.guard_scheduler()[0] == "compiled"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked ``scheduler_source`` monkeypatches a module of the scheduler: compiled,
+    its modules call each other natively and never see the patch. Where the scheduler is
+    compiled, such a test runs in a pytest process of its own, whose scheduler is imported
+    from its Python source (the compiled simulator and the other compiled parts stay)."""
+    if pyfuncitem.get_closest_marker("scheduler_source") is None:
+        return None
+    if os.environ.get(SCHEDULER_SOURCE) == "1" or not _scheduler_compiled():
+        return None  # here, on the Python source
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            pyfuncitem.nodeid,
+        ],
+        cwd=ROOT,
+        env={**os.environ, SCHEDULER_SOURCE: "1"},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0 or "1 passed" not in done.stdout:
+        pytest.fail(
+            f"on the scheduler's Python source (a process of its own):\n{done.stdout[-6000:]}"
+            f"{done.stderr[-2000:]}",
+            pytrace=False,
+        )
+    return True

@@ -82,6 +82,7 @@ def test_procsets_built_from_runs_behave_as_the_public_constructors() -> None:
         assert fast.isdisjoint(other) == public.isdisjoint(other)
 
 
+@pytest.mark.scheduler_source  # patches alloc
 def test_procset_of_falls_back_to_the_public_constructor_when_the_internals_differ(
     monkeypatch,
 ) -> None:

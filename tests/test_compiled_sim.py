@@ -142,6 +142,7 @@ def test_shipped_trace_gives_the_python_simulators_files(
     assert_same_replay(workload, ReplayConfig(**options), tmp_path)
 
 
+@pytest.mark.scheduler_source  # patches dispatchers
 def test_an_edit_of_the_easy_rule_reaches_an_fcfs_base_replay(
     engine: Any, kth_workload: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -251,6 +251,7 @@ INCREMENTAL_CASES = [
 @pytest.mark.parametrize(
     "settings", INCREMENTAL_CASES, ids=lambda s: "-".join(map(str, s.values()))
 )
+@pytest.mark.scheduler_source  # patches easy
 def test_the_pass_after_a_pass_decides_as_the_whole_walk(settings, monkeypatch) -> None:
     """The pass that tests only the jobs queued since the previous one (nothing else having
     changed) starts exactly what a walk of the whole queue starts: the same job table on the

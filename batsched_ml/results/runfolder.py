@@ -103,11 +103,13 @@ def code_identity() -> dict[str, Any]:
     SimGrid kernel, the compiled simulator, the forest's walk, the forest's grower:
     :mod:`batsched_ml.compiled`), the
     digest of the C source it was built from (the module knows it: an installed wheel has no
-    ``.c`` file to read). Each gives the same results as its reference (the tests compare
+    ``.c`` file to read); ``scheduler`` says whether the scheduler ran compiled by mypyc from
+    those very Python files (``compiled``) or from them directly (``python``), and the digest
+    counts the compiled one. Each gives the same results as its reference (the tests compare
     them), but a run made by one is not taken for a run made by the other: a campaign resuming
     under the other replays it again.
     """
-    from batsched_ml.compiled import compiled_module
+    from batsched_ml.compiled import compiled_module, guard_scheduler, scheduler_sources
 
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
@@ -126,6 +128,13 @@ def code_identity() -> dict[str, Any]:
         if module is not None:
             digest.update(f"compiled {part}\0".encode() + str(module.SOURCE_SHA256).encode())
         out[part] = "python" if module is None else "compiled"
+    # the scheduler compiled by mypyc: its sources are the package's own .py files, already
+    # digested above (the guard runs it only when built from them); what it counts is that
+    # the compiled group ran, and from which sources
+    sources = scheduler_sources()
+    if sources is not None:
+        digest.update(b"compiled scheduler\0" + json.dumps(sources, sort_keys=True).encode())
+    out["scheduler"] = guard_scheduler()[0]
     out["source_sha256"] = digest.hexdigest()
     out |= {
         "git_commit": None,

@@ -20,6 +20,7 @@ from batsched_ml.errors import ConfigError
 from batsched_ml.gc_control import alive_frozen, collector_paused
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.protocol.events import Message
+from batsched_ml.runs.measured import MeasuredPredictor as MeasuredPredictor
 from batsched_ml.scheduler.core import BatchScheduler
 from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.dispatchers import PLANNERS as PLANNERS  # benchmarks patch it
@@ -243,30 +244,6 @@ class ReplayResult:
     engine: str = "python"
     #: the Batsim simulated: 4 (4.2.1) or 5 (5.0.0-rc2, its protocol's JSON in between)
     batsim: int = 4
-
-
-class MeasuredPredictor:
-    """Wraps a runtime predictor to keep, for the reports, each job's prediction at submission
-    and the time spent predicting (a clock belongs here, at the edge, not in the pure core)."""
-
-    def __init__(self, inner: Any, name: str | None = None) -> None:
-        self.inner = inner
-        self.name = name if name is not None else getattr(inner, "name", type(inner).__name__)
-        self.backfill_shortest_first = getattr(inner, "backfill_shortest_first", False)
-        self.predictions: dict[str, float] = {}
-        self.seconds = 0.0
-
-    def estimate(self, job: Any, profile: dict[str, Any] | None) -> float:
-        started = time.perf_counter()
-        value = self.inner.estimate(job, profile)
-        self.seconds += time.perf_counter() - started
-        self.predictions.setdefault(job.id, value)
-        return value
-
-    def observe(self, job: Any, runtime: float) -> None:
-        started = time.perf_counter()
-        self.inner.observe(job, runtime)
-        self.seconds += time.perf_counter() - started
 
 
 class _Reads:

@@ -63,9 +63,11 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from batsched_ml import registry
 from batsched_ml.alloc import MachineSet, Runs, mask_of, procset_of_runs
-from batsched_ml.errors import UserError
+from batsched_ml.errors import SchedulerError as SchedulerError
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import (
     Event,
@@ -98,10 +100,6 @@ _key = attrgetter("key")
 DEFAULT_STARVATION_THRESHOLD = registry.STARVATION_THRESHOLD_HOURS * HOUR
 
 
-class SchedulerError(UserError, RuntimeError):
-    """Batsim told the scheduler something inconsistent with what it knows."""
-
-
 class Scheduler(Protocol):
     """A scheduler: Batsim's messages in, its decisions out (one reply per message), and the
     jobs it rejected (they can never run on this machine)."""
@@ -111,6 +109,8 @@ class Scheduler(Protocol):
     def handle(self, message: Message) -> Message: ...
 
 
+# compiled (mypyc), open to interpreted subclasses (classified.ClassifyingScheduler)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BatchScheduler:
     """The scheduler of batsched-ml: a queue order, a runtime predictor, a dispatcher, an
     optional correction and components, over Batsim's protocol (see the module docstring).
@@ -333,7 +333,8 @@ class BatchScheduler:
     def profile_of(self, job: Job, event: JobSubmitted | None = None) -> dict[str, Any] | None:
         if event is not None and event.profile is not None:
             return event.profile
-        return self.profiles.get(job.workload, {}).get(job.profile)
+        profiles = self.profiles.get(job.workload)
+        return None if profiles is None else profiles.get(job.profile)
 
     def on_submitted(self, event: JobSubmitted) -> WaitingJob | None:
         """Queue a submitted job; a job that can never fit the machine is rejected at once

@@ -46,7 +46,7 @@ from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from batsched_ml.alloc import MachineSet, Runs
 
@@ -68,6 +68,15 @@ class Reservation:
     extra: int
     left: int = 0
     gambled: int = 0
+
+    def __init__(  # written out: see parts.WaitingJob
+        self, head: Candidate, shadow: float, extra: int, left: int = 0, gambled: int = 0
+    ) -> None:
+        self.head = head
+        self.shadow = shadow
+        self.extra = extra
+        self.left = left
+        self.gambled = gambled
 
 
 def reservation_for(
@@ -96,7 +105,7 @@ C = TypeVar("C", bound=Candidate)
 
 #: Rounding allowed when risks are summed against the budget: three risks of 0.1 fit a budget of
 #: 0.3 (whose float differences would otherwise leave 0.09999999999999998 for the third).
-RISK_TOLERANCE = 1e-9
+RISK_TOLERANCE: Final = 1e-9
 
 
 def greedy_allocation(queue: Sequence[C], free: MachineSet) -> list[tuple[C, Runs]]:
@@ -104,10 +113,9 @@ def greedy_allocation(queue: Sequence[C], free: MachineSet) -> list[tuple[C, Run
     machines (taken from ``free``); one that does not fit is passed over (the PRB dispatcher,
     CPH's repair)."""
     started: list[tuple[C, Runs]] = []
-    take = free.take_lowest
     for job in queue:
         if job.res <= free.count:
-            started.append((job, take(job.res)))
+            started.append((job, free.take_lowest(job.res)))
             if free.count == 0:
                 break
     return started
@@ -151,7 +159,6 @@ def easy_pass(
         if after is not None:
             return after
     started: list[tuple[C, Runs]] = []
-    take = free.take_lowest
     free_count = free.count
     index = 0
     size = len(queue)
@@ -159,7 +166,7 @@ def easy_pass(
         job = queue[index]
         if job.res > free_count:
             break
-        started.append((job, take(job.res)))
+        started.append((job, free.take_lowest(job.res)))
         free_count -= job.res
         index += 1
     if index == size or not backfilling:
@@ -201,7 +208,6 @@ def _backfill(
     shadow time or uses no more than the extra machines (which it then consumes), or, with
     ``risk``, if its risk fits what is left of ``budget`` (which it then consumes). Returns the
     extra machines left and the number of jobs started on their risk."""
-    take = free.take_lowest
     free_count = free.count
     gambled = 0
     for job in behind:
@@ -217,7 +223,7 @@ def _backfill(
             gambled += 1
         else:
             continue
-        started.append((job, take(res)))
+        started.append((job, free.take_lowest(res)))
         free_count -= res
         if free_count == 0:
             break

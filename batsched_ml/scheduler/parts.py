@@ -5,8 +5,10 @@ job, and :class:`Component`, the base of the parts attached through named hooks 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from mypy_extensions import mypyc_attr
 
 from batsched_ml.alloc import Runs
 from batsched_ml.job import Job
@@ -41,6 +43,28 @@ class WaitingJob:
     rank: int = 0
     key: tuple[Any, ...] = ()
 
+    # written out, not generated: compiled (mypyc), a generated __init__ stays interpreted
+    # Python and was a tenth of a replay's scheduling time (the same for any other reason)
+    def __init__(
+        self,
+        job: Job,
+        seq: int,
+        est: float,
+        res: int,
+        subtime: float,
+        rank_est: float = 0.0,
+        rank: int = 0,
+        key: tuple[Any, ...] = (),
+    ) -> None:
+        self.job = job
+        self.seq = seq
+        self.est = est
+        self.res = res
+        self.subtime = subtime
+        self.rank_est = rank_est
+        self.rank = rank
+        self.key = key
+
 
 @dataclass(slots=True)
 class RunningJob:
@@ -49,9 +73,29 @@ class RunningJob:
     est: float
     alloc: Runs
     entry: WaitingJob | None = None
-    end_entry: tuple[float, int, int] = field(default=(0.0, 0, 0))
+    end_entry: tuple[float, int, int] = (0.0, 0, 0)
     corrections: int = 0
     killed: bool = False  # the scheduler asked Batsim to kill it
+
+    def __init__(  # written out: see WaitingJob
+        self,
+        job: Job,
+        start: float,
+        est: float,
+        alloc: Runs,
+        entry: WaitingJob | None = None,
+        end_entry: tuple[float, int, int] = (0.0, 0, 0),
+        corrections: int = 0,
+        killed: bool = False,
+    ) -> None:
+        self.job = job
+        self.start = start
+        self.est = est
+        self.alloc = alloc
+        self.entry = entry
+        self.end_entry = end_entry
+        self.corrections = corrections
+        self.killed = killed
 
 
 def cut_short(running: RunningJob, event: JobCompleted) -> bool:
@@ -60,6 +104,9 @@ def cut_short(running: RunningJob, event: JobCompleted) -> bool:
     return running.killed and event.job_state == "COMPLETED_KILLED"
 
 
+# compiled (mypyc), a class is closed to interpreted subclasses unless it says otherwise: the
+# components of classified.py, the plug-ins and the tests derive from this one
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Component:
     """A part attached to a :class:`BatchScheduler` through the named hooks of the module
     docstring. Every hook here does nothing; a component overrides those it needs (only those
