@@ -86,6 +86,7 @@ def test_todays_code_shakes_the_page_s_copies_as_its_runs_were(page: str) -> Non
     assert shake is None or shake == probe.shake_probe()
 
 
+@pytest.mark.scheduler_source
 def test_a_changed_easy_rule_is_caught_by_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tripwire trips: an EASY pass that never backfills gives another digest, and the
     page check names the setting."""
