@@ -31,6 +31,33 @@ def write_slice(kth_workload, path: Path, count: int = 400) -> Path:
     return path
 
 
+def serve_against_standin(
+    serve_args: list[str], batsim_args: list[str], *, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], int, str, str]:
+    """``batsched-ml serve SERVE_ARGS`` answering the Batsim stand-in ``batsched-ml batsim
+    BATSIM_ARGS`` on a free port: the stand-in's completed process, then the server's exit
+    status, standard output and standard error."""
+    port = free_port()
+    socket = f"tcp://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [*CMD, "serve", "--socket", socket, *serve_args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        peer = subprocess.run(
+            [*CMD, "batsim", *batsim_args, "-s", socket],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        out, err = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    return peer, server.returncode, out, err
+
+
 def test_replay_prints_a_summary_and_writes_outputs(kth_workload, tmp_path: Path, capsys) -> None:
     workload = write_slice(kth_workload, tmp_path / "w.json")
     assert (
@@ -147,31 +174,14 @@ def test_serve_refuses_a_batsim_running_another_workload_than_its_calendar(
     for job in other["jobs"]:
         job["subtime"] += 7
     (tmp_path / "other.json").write_text(json.dumps(other))
-    port = free_port()
-    server = subprocess.Popen(
+    _peer, code, _out, err = serve_against_standin(
+        ["--calendar", str(calendar), "--timeout", "30", "-o", str(tmp_path / "served")],
         [
-            *(*CMD, "serve", "--socket", f"tcp://127.0.0.1:{port}"),
-            *("--calendar", str(calendar), "--timeout", "30", "-o", str(tmp_path / "served")),
+            *("-p", str(ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml")),
+            *("-w", str(tmp_path / "other.json"), "-e", str(tmp_path / "out"), "--timeout", "30"),
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
-    try:
-        subprocess.run(
-            [
-                *(*CMD, "batsim", "-p", str(ROOT / "platforms" / "KTH-SP2-1996-2.1-cln.xml")),
-                *("-w", str(tmp_path / "other.json"), "-e", str(tmp_path / "out")),
-                *("-s", f"tcp://127.0.0.1:{port}", "--timeout", "30"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        _out, err = server.communicate(timeout=60)
-    finally:
-        server.kill()
-    assert server.returncode == 2, err
+    assert code == 2, err
     first = other["jobs"][0]
     assert err.strip().splitlines()[-1] == (
         f"batsched-ml: error: Batsim submitted w0!{first['id']} (subtime {first['subtime']}, "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from batsched_ml.cli import main
 from batsched_ml.experiments.campaign import RunSpec, run_one
-from tests.test_cli import CMD, free_port
+from tests.test_cli import CMD, serve_against_standin
 
 HEADER = """; Version: 2.2
 ; UnixStartTime: 820454400
@@ -142,32 +142,12 @@ def test_serve_the_stand_in_and_collect_say_and_record_them(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     workload, platform = tmp_path / "in" / "w.json", tmp_path / "in" / "w_platform.xml"
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            *CMD,
-            *("serve", "--socket", f"tcp://127.0.0.1:{port}", "--timeout", "30"),
-            *("--calendar", str(workload), "-o", str(tmp_path / "served")),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    peer, code, _, serve_err = serve_against_standin(
+        ["--timeout", "30", "--calendar", str(workload), "-o", str(tmp_path / "served")],
+        ["-p", str(platform), "-w", str(workload), "-e", str(tmp_path / "b" / "run")],
+        timeout=60,
     )
-    try:
-        peer = subprocess.run(
-            [
-                *CMD,
-                *("batsim", "-p", str(platform), "-w", str(workload)),
-                *("-e", str(tmp_path / "b" / "run"), "-s", f"tcp://127.0.0.1:{port}"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        _, serve_err = server.communicate(timeout=60)
-    finally:
-        server.kill()
-    assert peer.returncode == 0 and server.returncode == 0, (peer.stderr, serve_err)
+    assert peer.returncode == 0 and code == 0, (peer.stderr, serve_err)
     assert notices(peer.stderr) == EXPECTED
     assert notices(serve_err) == EXPECTED
     served = json.loads((tmp_path / "served" / "serve.json").read_text())

@@ -274,6 +274,23 @@ class KillingFcfs(SerialFcfs):
         return Message(now, events)
 
 
+def driven(sim: BatsimSimulator, scheduler: Any) -> tuple[Any, ...]:
+    """Everything a simulation driven by ``scheduler`` shows: its messages, job table, clock at
+    each message, kernel steps, and the error that ended it (a kill after the job's end)."""
+    messages, clocks = [], []
+    message: Message | None = sim.start()
+    error = None
+    while message is not None:
+        messages.append(message)
+        clocks.append(sim.now)
+        try:
+            message = sim.step(scheduler(message))
+        except simulator.InvalidDecision as exc:
+            error = str(exc)
+            break
+    return messages, sim.rows, clocks, sim.steps, error
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), jobs=st.integers(5, 40))
 def test_fast_kernel_with_kills_and_calls_is_the_plain_one(seed: int, jobs: int) -> None:
@@ -284,19 +301,7 @@ def test_fast_kernel_with_kills_and_calls_is_the_plain_one(seed: int, jobs: int)
             patch.setattr(simulator, "Kernel", kernel)
             hosts = [f"host{i}" for i in range(workload["nb_res"])]
             sim = BatsimSimulator([workload], hosts)
-            scheduler = KillingFcfs(workload["nb_res"], random.Random(seed))
-            messages, clocks = [], []
-            message: Message | None = sim.start()
-            error = None
-            while message is not None:
-                messages.append(message)
-                clocks.append(sim.now)
-                try:
-                    message = sim.step(scheduler(message))
-                except simulator.InvalidDecision as exc:  # a kill after the job's end
-                    error = str(exc)
-                    break
-            results.append((messages, sim.rows, clocks, sim.steps, error))
+            results.append(driven(sim, KillingFcfs(workload["nb_res"], random.Random(seed))))
     assert results[0] == results[2]
     assert results[1] == results[2]
 
@@ -327,19 +332,7 @@ def test_the_kernel_with_link_latencies_is_the_plain_one(
             patch.setattr(simulator, "RoutedKernel", kernel)
             sim = BatsimSimulator([workload], hosts, routes=routes)
             assert type(sim._kernel) is kernel
-            scheduler = KillingFcfs(workload["nb_res"], random.Random(seed))
-            messages, clocks = [], []
-            message: Message | None = sim.start()
-            error = None
-            while message is not None:
-                messages.append(message)
-                clocks.append(sim.now)
-                try:
-                    message = sim.step(scheduler(message))
-                except simulator.InvalidDecision as exc:  # a kill after the job's end
-                    error = str(exc)
-                    break
-            results.append((messages, sim.rows, clocks, sim.steps, error))
+            results.append(driven(sim, KillingFcfs(workload["nb_res"], random.Random(seed))))
     assert results[0] == results[1]
 
 
