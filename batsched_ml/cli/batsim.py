@@ -20,7 +20,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "Batsim 5.0.0-rc2's protocol (JSON) and outputs: PREFIXjobs.csv (PREFIX out/ by "
         "default), the features from the scheduler's hello.",
     )
-    batsim.add_argument("-p", "--platform", required=True, help="SimGrid platform XML")
+    batsim.add_argument(
+        "-p",
+        "--platform",
+        required=True,
+        help="SimGrid platform XML: exact links (latency 0, 1 TBps, as `workload convert` "
+        "writes them), or link latencies on a flat compute cluster with a one-host master "
+        "cluster and one zoneRoute between them; any other platform is refused, naming the "
+        "element",
+    )
     batsim.add_argument(
         "-w", "--workload", required=True, action="append", help="workload JSON or SWF"
     )
