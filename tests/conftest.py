@@ -12,7 +12,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 #: Set in the process that runs a test marked ``scheduler_source`` (see pytest_pyfunc_call)
 SCHEDULER_SOURCE = "BATSCHED_ML_TEST_SCHEDULER_SOURCE"
@@ -25,6 +25,9 @@ if os.environ.get(SCHEDULER_SOURCE) == "1":
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+if TYPE_CHECKING:
+    from batsched_ml.scheduler.parts import WaitingJob
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,6 +105,17 @@ def kth_workload() -> dict[str, Any]:
     from batsched_ml.workload.io import load_workload
 
     return load_workload(KTH)
+
+
+def waiting(
+    name: str, res: int, est: float, walltime: float | None = None, subtime: float = 0.0
+) -> WaitingJob:
+    """A queued job as the scheduler holds it, named ``entry.job.id``: the dispatchers take only
+    that class (compiled, they read its fields natively and refuse a look-alike)."""
+    from batsched_ml.job import Job
+    from batsched_ml.scheduler.parts import WaitingJob
+
+    return WaitingJob(Job(name, subtime, res, walltime, "p", {}), 0, est, res, subtime)
 
 
 def _scheduler_compiled() -> bool:

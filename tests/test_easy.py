@@ -5,7 +5,6 @@ could have been backfilled, the heads ahead of the reservation all started)."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,13 +23,7 @@ from batsched_ml.scheduler.easy import easy_pass, reservation_for
 from batsched_ml.scheduler.predictors import ActualRuntime
 from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
-
-
-@dataclass
-class Q:
-    name: str
-    res: int
-    est: float
+from tests.conftest import waiting
 
 
 def test_pass_starts_heads_reserves_and_backfills() -> None:
@@ -38,31 +31,36 @@ def test_pass_starts_heads_reserves_and_backfills() -> None:
     free = MachineSet([(6, 9)])
     ends = [(100.0, 0, 3), (200.0, 1, 3)]
     queue = [
-        Q("head-fits", 2, 150),  # starts (ends after the shadow): 2 free left
-        Q("blocked", 5, 10),  # needs 5: at 100, 2 + 3 = 5 -> shadow 100, extra 0
-        Q("too-long", 1, 150),  # ends at 150 > 100 and no extra: waits
-        Q("short", 1, 90),  # ends at 90 <= 100: backfilled
-        Q("too-wide", 2, 10),  # only 1 free left
-        Q("short2", 1, 100),  # ends exactly at the shadow time: backfilled
+        waiting("head-fits", 2, 150),  # starts (ends after the shadow): 2 free left
+        waiting("blocked", 5, 10),  # needs 5: at 100, 2 + 3 = 5 -> shadow 100, extra 0
+        waiting("too-long", 1, 150),  # ends at 150 > 100 and no extra: waits
+        waiting("short", 1, 90),  # ends at 90 <= 100: backfilled
+        waiting("too-wide", 2, 10),  # only 1 free left
+        waiting("short2", 1, 100),  # ends exactly at the shadow time: backfilled
     ]
     started, reservation = easy_pass(queue, free, ends, 0.0)
-    assert [(job.name, str(procset_of_runs(alloc))) for job, alloc in started] == [
+    assert [(job.job.id, str(procset_of_runs(alloc))) for job, alloc in started] == [
         ("head-fits", "6-7"),
         ("short", "8"),
         ("short2", "9"),
     ]
     assert reservation is not None
-    assert (reservation.head.name, reservation.shadow, reservation.extra) == ("blocked", 100.0, 0)
+    assert (reservation.head.job.id, reservation.shadow, reservation.extra) == ("blocked", 100.0, 0)
 
 
 def test_extra_machines_let_long_jobs_through_once() -> None:
     free = MachineSet.full(4)  # machines 0-3 free; 4-9 busy until 100
     ends = [(100.0, 0, 6)]
-    queue = [Q("big", 8, 10), Q("long1", 1, 1000), Q("long2", 1, 1000), Q("long3", 1, 1000)]
+    queue = [
+        waiting("big", 8, 10),
+        waiting("long1", 1, 1000),
+        waiting("long2", 1, 1000),
+        waiting("long3", 1, 1000),
+    ]
     started, reservation = easy_pass(queue, free, ends, 0.0)
     # at 100: 4 + 6 = 10 free, big needs 8 -> extra 2: two long jobs may run past the shadow
     assert reservation is not None and (reservation.shadow, reservation.extra) == (100.0, 2)
-    assert [job.name for job, _ in started] == ["long1", "long2"]
+    assert [job.job.id for job, _ in started] == ["long1", "long2"]
 
 
 def test_overdue_running_job_is_expected_to_end_now() -> None:
@@ -74,9 +72,12 @@ def test_jobs_started_in_the_same_pass_count_in_the_reservation() -> None:
     # 4 machines, all free; a 3-machine job of 100 s starts, then a 4-machine job is blocked:
     # its reservation must wait for the job that has just started (shadow 100, not "never").
     started, reservation = easy_pass(
-        [Q("a", 3, 100), Q("b", 4, 10), Q("c", 1, 50)], MachineSet.full(4), [], 0.0
+        [waiting("a", 3, 100), waiting("b", 4, 10), waiting("c", 1, 50)],
+        MachineSet.full(4),
+        [],
+        0.0,
     )
-    assert [job.name for job, _ in started] == ["a", "c"]
+    assert [job.job.id for job, _ in started] == ["a", "c"]
     assert reservation is not None and reservation.shadow == 100.0
 
 

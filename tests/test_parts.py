@@ -38,27 +38,22 @@ from batsched_ml.scheduler.dispatchers import (
 from batsched_ml.scheduler.policies import LJF, POLICIES, PriorityRule
 from batsched_ml.scheduler.predictors import EasyPlusPlus
 from batsched_ml.sim.jobs_csv import HEADER
-from tests.conftest import workload_head
+from tests.conftest import waiting, workload_head
 from tests.test_classified import FixedTrainer
 
 JOBS_COLUMNS = HEADER.split(",")
 
 
-class Entry:
-    def __init__(self, name: str, res: int, est: float, subtime: float = 0.0) -> None:
-        self.name, self.res, self.est, self.subtime = name, res, est, subtime
-
-
 # 4 machines: 2 and 3 busy until 100 (one running job of 2 machines), 0 and 1 free; the head
 # A needs all four; B, C, D could start now
-QUEUE = [Entry("A", 4, 50), Entry("B", 1, 200), Entry("C", 1, 80), Entry("D", 2, 10)]
+QUEUE = [waiting("A", 4, 50), waiting("B", 1, 200), waiting("C", 1, 80), waiting("D", 2, 10)]
 FREE = [(0, 1)]
 ENDS = [(100.0, 0, 2)]
 
 
-def names(started: list[tuple[Entry, Runs]]) -> list[tuple[str, int]]:
+def names(started: list[tuple[WaitingJob, Runs]]) -> list[tuple[str, int]]:
     """Each started job's name and machines as a bitmask."""
-    return [(entry.name, mask_of(alloc)) for entry, alloc in started]
+    return [(entry.job.id, mask_of(alloc)) for entry, alloc in started]
 
 
 def test_easy_reserves_for_the_head_and_backfills_what_ends_before_it() -> None:
@@ -66,7 +61,7 @@ def test_easy_reserves_for_the_head_and_backfills_what_ends_before_it() -> None:
     # A's shadow is 100 with no machine to spare: B (200 s) would delay it, C (80 s) does not;
     # D (2 machines) no longer fits
     assert names(started) == [("C", 0b0001)]
-    assert (reservation.head.name, reservation.shadow, reservation.extra) == ("A", 100.0, 0)
+    assert (reservation.head.job.id, reservation.shadow, reservation.extra) == ("A", 100.0, 0)
 
 
 def test_easy_with_shortest_first_backfills_the_shortest_estimate_first() -> None:
@@ -99,7 +94,7 @@ def test_the_planned_dispatcher_starts_what_the_cp_plan_starts_now() -> None:
     # 2 free machines, nothing running: X (2 machines, 100 s) first in the queue, Y and Z (1
     # machine, 10 s each). PRB's list schedule starts X now (total wait 0 + 100 + 100); the
     # plan starts Y and Z now and X at 10 (total wait 10)
-    queue = [Entry("X", 2, 100), Entry("Y", 1, 10), Entry("Z", 1, 10)]
+    queue = [waiting("X", 2, 100), waiting("Y", 1, 10), waiting("Z", 1, 10)]
     planned = Planned(ConstraintPlanner(budget=1.0))
     started, reservation = planned.decide(queue, MachineSet.full(2), [], 0.0, False)
     assert names(started) == [("Y", 0b01), ("Z", 0b10)] and reservation is None

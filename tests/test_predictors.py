@@ -16,6 +16,7 @@ from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.correction import Correction, get_correction
 from batsched_ml.scheduler.easy import easy_pass
 from batsched_ml.scheduler.predictors import EasyPlusPlus, FixedPrediction
+from tests.conftest import waiting
 from tests.test_policies import begins
 
 
@@ -107,19 +108,14 @@ def test_the_scheduler_corrects_a_running_job_past_its_prediction() -> None:
 # --- backfilling order and dispatchers ------------------------------------------------------
 
 
-class Entry:
-    def __init__(self, name: str, res: int, est: float) -> None:
-        self.name, self.res, self.est = name, res, est
-
-
 def test_sjbf_backfills_the_shortest_estimate_first() -> None:
     # 2 machines, one free; a running job ends at 100; head H needs both
-    queue = [Entry("H", 2, 50), Entry("long", 1, 90), Entry("short", 1, 10)]
+    queue = [waiting("H", 2, 50), waiting("long", 1, 90), waiting("short", 1, 10)]
     ends = [(100.0, 0, 1)]
     started, reservation = easy_pass(queue, MachineSet([(1, 1)]), ends, 0.0)
-    assert [e.name for e, _ in started] == ["long"] and reservation.shadow == 100.0
+    assert [e.job.id for e, _ in started] == ["long"] and reservation.shadow == 100.0
     started, _ = easy_pass(queue, MachineSet([(1, 1)]), ends, 0.0, shortest_first=True)
-    assert [e.name for e, _ in started] == ["short"]
+    assert [e.job.id for e, _ in started] == ["short"]
 
 
 def decisions(dispatcher: str) -> list[str]:
@@ -189,12 +185,12 @@ def test_prb_orders_by_urgency_then_demand_with_expected_waits_learnt_per_queue(
 
 
 def test_the_prb_pass_starts_every_job_that_fits_and_reserves_nothing() -> None:
-    queue = [Entry("wide", 3, 10), Entry("one", 1, 500), Entry("two", 1, 500)]
+    queue = [waiting("wide", 3, 10), waiting("one", 1, 500), waiting("two", 1, 500)]
     started, reservation = easy_pass(queue, MachineSet([(0, 1)]), [(100.0, 0, 2)], 0.0, greedy=True)
-    assert [e.name for e, _ in started] == ["one", "two"] and reservation is None
+    assert [e.job.id for e, _ in started] == ["one", "two"] and reservation is None
     # EASY reserves for "wide" at 100 with one machine to spare: only "one" may use it
     started, reservation = easy_pass(queue, MachineSet([(0, 1)]), [(100.0, 0, 2)], 0.0)
-    assert [e.name for e, _ in started] == ["one"]
+    assert [e.job.id for e, _ in started] == ["one"]
     assert (reservation.shadow, reservation.extra) == (100.0, 1)
 
 

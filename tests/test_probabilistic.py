@@ -20,9 +20,10 @@ from batsched_ml.job import Job
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.dispatchers import make_dispatcher, planner_kwargs
 from batsched_ml.scheduler.easy import easy_pass
+from batsched_ml.scheduler.parts import WaitingJob
 from batsched_ml.scheduler.probabilistic import Probabilistic
 from batsched_ml.sim.jobs_csv import HEADER
-from tests.conftest import workload_head
+from tests.conftest import waiting, workload_head
 from tests.test_classified import SCENARIO, FixedTrainer
 
 
@@ -94,20 +95,15 @@ def test_parameters_out_of_range_are_refused(params: dict, message: str) -> None
 # --- the decision on EASY's pass -------------------------------------------------------------
 
 
-class Entry:
-    def __init__(self, name: str, res: int, est: float) -> None:
-        self.name, self.res, self.est = name, res, est
-
-
-def pass_with(risks: dict[str, float] | None, budget: float, queue: list[Entry]):
+def pass_with(risks: dict[str, float] | None, budget: float, queue: list[WaitingJob]):
     """4 machines, 2 free; a running job holds 2 until 100: a head of 4 is reserved at 100
     with no extra machine. ``risks``: each job's risk over the 100 s left (``None``: EASY)."""
     free = MachineSet.full(4)
     free.take_lowest(2)
 
-    def risk(entry: Entry, seconds: float) -> float:
+    def risk(entry: WaitingJob, seconds: float) -> float:
         assert risks is not None and seconds == 100.0
-        return risks[entry.name]
+        return risks[entry.job.id]
 
     return easy_pass(
         queue, free, [(100.0, 0, 2)], 0.0, risk=None if risks is None else risk, budget=budget
@@ -115,9 +111,9 @@ def pass_with(risks: dict[str, float] | None, budget: float, queue: list[Entry])
 
 
 def test_a_job_that_probably_ends_before_the_shadow_time_backfills() -> None:
-    queue = [Entry("head", 4, 10.0), Entry("a", 2, 500.0)]
+    queue = [waiting("head", 4, 10.0), waiting("a", 2, 500.0)]
     started, reservation = pass_with({"a": 0.05}, 0.1, queue)
-    assert [entry.name for entry, _ in started] == ["a"]
+    assert [entry.job.id for entry, _ in started] == ["a"]
     assert reservation is not None
     assert (reservation.shadow, reservation.extra, reservation.gambled) == (100.0, 0, 1)
     started, reservation = pass_with({"a": 0.15}, 0.1, queue)
@@ -127,26 +123,21 @@ def test_a_job_that_probably_ends_before_the_shadow_time_backfills() -> None:
 
 
 def test_the_risky_starts_of_a_pass_share_the_budget() -> None:
-    queue = [Entry("head", 4, 10.0), Entry("a", 1, 500.0), Entry("b", 1, 500.0)]
+    queue = [waiting("head", 4, 10.0), waiting("a", 1, 500.0), waiting("b", 1, 500.0)]
     started, reservation = pass_with({"a": 0.06, "b": 0.06}, 0.1, queue)
-    assert [entry.name for entry, _ in started] == ["a"]  # 0.06 + 0.06 > 0.1
+    assert [entry.job.id for entry, _ in started] == ["a"]  # 0.06 + 0.06 > 0.1
     started, reservation = pass_with({"a": 0.05, "b": 0.05}, 0.1, queue)
-    assert [entry.name for entry, _ in started] == ["a", "b"]  # 0.05 + 0.05 = 0.1
+    assert [entry.job.id for entry, _ in started] == ["a", "b"]  # 0.05 + 0.05 = 0.1
     assert reservation is not None and reservation.gambled == 2
-    queue = [Entry("head", 4, 10.0), Entry("a", 1, 500.0), Entry("b", 1, 50.0)]
+    queue = [waiting("head", 4, 10.0), waiting("a", 1, 500.0), waiting("b", 1, 50.0)]
     started, _ = pass_with({"a": 0.1, "b": 0.9}, 0.1, queue)
-    assert [entry.name for entry, _ in started] == ["a", "b"]  # b passes EASY's own test
-
-
-class Waiting:
-    def __init__(self, name: str, res: int, est: float, walltime: float) -> None:
-        self.res, self.est, self.job = res, est, job(name, walltime, res=res)
+    assert [entry.job.id for entry, _ in started] == ["a", "b"]  # b passes EASY's own test
 
 
 def test_a_starving_head_gets_easys_guarantee() -> None:
     dispatcher = Probabilistic(epsilon=0.5, min_history=1, window=5)
     dispatcher.observe(job("old", 100.0), 10.0)  # ratio 0.1: certain to end in time
-    queue = [Waiting("head", 4, 10.0, 10.0), Waiting("a", 2, 500.0, 500.0)]
+    queue = [waiting("head", 4, 10.0, 10.0), waiting("a", 2, 500.0, 500.0)]
     for starving, expected in ((False, ["a"]), (True, [])):
         free = MachineSet.full(4)
         free.take_lowest(2)

@@ -35,19 +35,16 @@ jobs are classified, stays ahead of any of them (:mod:`.core`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from batsched_ml import registry
 from batsched_ml.alloc import MachineSet, Runs
 from batsched_ml.errors import ConfigError
 from batsched_ml.scheduler.cph import ConstraintPlanner
-from batsched_ml.scheduler.easy import Candidate, Reservation, easy_pass, greedy_allocation
+from batsched_ml.scheduler.easy import Ends, Reservation, easy_pass, greedy_allocation
 from batsched_ml.scheduler.parameters import constructor_kwargs
+from batsched_ml.scheduler.parts import WaitingJob
 from batsched_ml.scheduler.policies import LJF, POLICIES, PriorityRule
-
-C = TypeVar("C", bound=Candidate)
-Ends = Sequence[tuple[float, int, int]]
 
 #: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
 PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
@@ -69,8 +66,8 @@ class Dispatcher(Protocol):
     name: str
 
     def decide(
-        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
-    ) -> tuple[list[tuple[C, Runs]], Reservation | None]: ...
+        self, queue: list[WaitingJob], free: MachineSet, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]: ...
 
 
 class Easy:
@@ -93,13 +90,13 @@ class Easy:
 
     def decide(
         self,
-        queue: Sequence[C],
+        queue: list[WaitingJob],
         free: MachineSet,
         ends: Ends,
         now: float,
         starving: bool,
-        fresh: Sequence[C] | None = None,
-    ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
+        fresh: list[WaitingJob] | None = None,
+    ) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]:
         started, reservation = easy_pass(
             queue,
             free,
@@ -133,8 +130,8 @@ class Greedy:
         self.fallback = fallback if fallback is not None else Easy()
 
     def decide(
-        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
-    ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
+        self, queue: list[WaitingJob], free: MachineSet, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]:
         if starving:
             return self.fallback.decide(queue, free, ends, now, starving)
         return greedy_allocation(queue, free), None
@@ -151,8 +148,8 @@ class Planned:
         self.fallback = fallback if fallback is not None else Easy()
 
     def decide(
-        self, queue: Sequence[C], free: MachineSet, ends: Ends, now: float, starving: bool
-    ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
+        self, queue: list[WaitingJob], free: MachineSet, ends: Ends, now: float, starving: bool
+    ) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]:
         if starving:
             return self.fallback.decide(queue, free, ends, now, starving)
         return self.planner.plan(queue, free, ends, now), None

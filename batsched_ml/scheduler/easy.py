@@ -43,15 +43,20 @@ This is the only EASY: every run, whichever simulator plays Batsim, is decided h
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Final, Protocol, TypeVar
 
 from batsched_ml.alloc import MachineSet, Runs
+from batsched_ml.scheduler.parts import WaitingJob
+
+#: The running jobs' expected ends, ``(expected_end, tie, res)`` sorted by expected end.
+Ends = list[tuple[float, int, int]]
 
 
 class Candidate(Protocol):
+    """What PRB's allocation needs of a job (:func:`greedy_allocation`, CPH's repair)."""
+
     res: int
     est: float
 
@@ -63,14 +68,14 @@ class Reservation:
     machines the pass's backfilled jobs did not take. ``gambled``: the jobs the pass started on
     their risk (the probabilistic dispatcher), which may delay ``head``."""
 
-    head: Candidate
+    head: WaitingJob
     shadow: float
     extra: int
     left: int = 0
     gambled: int = 0
 
     def __init__(  # written out: see parts.WaitingJob
-        self, head: Candidate, shadow: float, extra: int, left: int = 0, gambled: int = 0
+        self, head: WaitingJob, shadow: float, extra: int, left: int = 0, gambled: int = 0
     ) -> None:
         self.head = head
         self.shadow = shadow
@@ -79,9 +84,7 @@ class Reservation:
         self.gambled = gambled
 
 
-def reservation_for(
-    head_res: int, free_count: int, ends: Sequence[tuple[float, int, int]], now: float
-) -> tuple[float, int]:
+def reservation_for(head_res: int, free_count: int, ends: Ends, now: float) -> tuple[float, int]:
     """Shadow time and extra machines for a head of ``head_res`` machines.
 
     ``ends`` are the running jobs as ``(expected_end, tie, res)`` sorted by expected end (jobs
@@ -122,19 +125,19 @@ def greedy_allocation(queue: Sequence[C], free: MachineSet) -> list[tuple[C, Run
 
 
 def easy_pass(
-    queue: Sequence[C],
+    queue: list[WaitingJob],
     free: MachineSet,
-    ends: Sequence[tuple[float, int, int]],
+    ends: Ends,
     now: float,
     *,
     backfilling: bool = True,
     shortest_first: bool = False,
     greedy: bool = False,
     previous: Reservation | None = None,
-    fresh: Sequence[C] | None = None,
-    risk: Callable[[C, float], float] | None = None,
+    fresh: list[WaitingJob] | None = None,
+    risk: Callable[[WaitingJob, float], float] | None = None,
     budget: float = 0.0,
-) -> tuple[list[tuple[C, Runs]], Reservation | None]:
+) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]:
     """One EASY pass. Returns the jobs to start with their machines (taken from ``free``), in
     start order, and the reservation made (``None`` if the whole queue started). With
     ``backfilling=False`` the pass stops at the head (plain list scheduling), which makes no
@@ -158,7 +161,7 @@ def easy_pass(
         after = _pass_after(queue, free, ends, now, previous, fresh, shortest_first)
         if after is not None:
             return after
-    started: list[tuple[C, Runs]] = []
+    started: list[tuple[WaitingJob, Runs]] = []
     free_count = free.count
     index = 0
     size = len(queue)
@@ -180,37 +183,44 @@ def easy_pass(
     reservation = Reservation(head, shadow, extra, extra)
     if free_count == 0:
         return started, reservation
-    behind: Iterable[C] = islice(queue, index + 1, None)
-    if shortest_first:
-        behind = sorted(behind, key=_estimate)  # stable: queue order among equals
+    if shortest_first:  # stable: queue order among equals
+        behind, first = sorted(queue[index + 1 :], key=_estimate), 0
+    else:
+        behind, first = queue, index + 1
     reservation.left, reservation.gambled = _backfill(
-        behind, free, now, shadow, extra, started, risk, budget
+        behind, first, free, now, shadow, extra, started, risk, budget
     )
     return started, reservation
 
 
-def _estimate(job: Candidate) -> float:
+def _estimate(job: WaitingJob) -> float:
     return job.est
 
 
 def _backfill(
-    behind: Iterable[C],
+    behind: list[WaitingJob],
+    first: int,
     free: MachineSet,
     now: float,
     shadow: float,
     extra: int,
-    started: list[tuple[C, Runs]],
-    risk: Callable[[C, float], float] | None = None,
+    started: list[tuple[WaitingJob, Runs]],
+    risk: Callable[[WaitingJob, float], float] | None = None,
     budget: float = 0.0,
 ) -> tuple[int, int]:
-    """EASY's rule for the jobs behind the head, in the order given: a job that fits starts
-    (appended to ``started``, its machines taken from ``free``) if it is expected to end by the
-    shadow time or uses no more than the extra machines (which it then consumes), or, with
-    ``risk``, if its risk fits what is left of ``budget`` (which it then consumes). Returns the
-    extra machines left and the number of jobs started on their risk."""
+    """EASY's rule for the jobs behind the head, ``behind[first:]`` in that order: a job that
+    fits starts (appended to ``started``, its machines taken from ``free``) if it is expected to
+    end by the shadow time or uses no more than the extra machines (which it then consumes), or,
+    with ``risk``, if its risk fits what is left of ``budget`` (which it then consumes). Returns the
+    extra machines left and the number of jobs started on their risk.
+
+    Typed on the concrete :class:`WaitingJob` and walked by index (no iterator, no copy of the
+    queue): compiled, each job's ``res`` and ``est`` are then read as native fields, and this
+    walk of queues of thousands of jobs was most of a long replay's scheduling time."""
     free_count = free.count
     gambled = 0
-    for job in behind:
+    for k in range(first, len(behind)):
+        job = behind[k]
         res = job.res
         if res > free_count:
             continue
@@ -231,14 +241,14 @@ def _backfill(
 
 
 def _pass_after(
-    queue: Sequence[C],
+    queue: list[WaitingJob],
     free: MachineSet,
-    ends: Sequence[tuple[float, int, int]],
+    ends: Ends,
     now: float,
     previous: Reservation,
-    fresh: Sequence[C],
+    fresh: list[WaitingJob],
     shortest_first: bool,
-) -> tuple[list[tuple[C, Runs]], Reservation] | None:
+) -> tuple[list[tuple[WaitingJob, Runs]], Reservation] | None:
     """The pass that tests only ``fresh`` behind the previous head, or ``None`` when the head
     or its reservation changed (the whole queue must be walked)."""
     head = previous.head
@@ -249,8 +259,8 @@ def _pass_after(
     if shadow != previous.shadow or extra > previous.left:
         return None
     reservation = Reservation(head, shadow, extra, extra)
-    started: list[tuple[C, Runs]] = []
+    started: list[tuple[WaitingJob, Runs]] = []
     if free_count and fresh:
         order = sorted(fresh, key=_estimate) if shortest_first else fresh
-        reservation.left, _ = _backfill(order, free, now, shadow, extra, started)
+        reservation.left, _ = _backfill(order, 0, free, now, shadow, extra, started)
     return started, reservation

@@ -60,16 +60,13 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import deque
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from batsched_ml.alloc import MachineSet, Runs
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import JobCompleted
-from batsched_ml.scheduler.easy import Candidate, Reservation, easy_pass
-from batsched_ml.scheduler.parts import Component, RunningJob, cut_short
-
-C = TypeVar("C", bound=Candidate)
+from batsched_ml.scheduler.easy import Ends, Reservation, easy_pass
+from batsched_ml.scheduler.parts import Component, RunningJob, WaitingJob, cut_short
 
 
 class RatioWindow:
@@ -164,17 +161,17 @@ class Probabilistic(Component):
             return 1.0
         return history.exceed(seconds / walltime)
 
-    def _entry_risk(self, entry: Any, seconds: float) -> float:
+    def _entry_risk(self, entry: WaitingJob, seconds: float) -> float:
         return self.risk(entry.job, seconds)
 
     def decide(
         self,
-        queue: Sequence[C],
+        queue: list[WaitingJob],
         free: MachineSet,
-        ends: Sequence[tuple[float, int, int]],
+        ends: Ends,
         now: float,
         starving: bool,
-    ) -> tuple[list[tuple[C, Runs]], Reservation | None]:
+    ) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]:
         """EASY's pass with the risky starts (none while the head is starving)."""
         started, reservation = easy_pass(
             queue,
