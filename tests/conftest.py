@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,10 +102,18 @@ KTH = ROOT / "batsched_ml" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
 @pytest.fixture(scope="session")
-def kth_workload() -> dict[str, Any]:
+def kth_workload() -> Iterator[dict[str, Any]]:
+    """The shipped KTH-SP2 workload, loaded once and shared by every test of a worker: a test
+    must not change it (it would move every later test's results in that worker, as happened
+    once), so its teardown checks that it is as loaded."""
     from batsched_ml.workload.io import load_workload
 
-    return load_workload(KTH)
+    workload = load_workload(KTH)
+    loaded = json.dumps(workload, sort_keys=True)
+    yield workload
+    assert json.dumps(workload, sort_keys=True) == loaded, (
+        "a test changed the shared kth_workload in place: copy it (copy.deepcopy) first"
+    )
 
 
 def waiting(

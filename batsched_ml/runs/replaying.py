@@ -455,14 +455,15 @@ def run_replay(
         from batsched_ml.serving.transport_v5 import features_for, through_batsim5_json
 
         handler = through_batsim5_json(handler, features_for(config))
-    frozen = contextlib.ExitStack()
-    with collector_paused():
-        sim = make_simulator(workload, config, batsim)
-        sim.prepare()
-        # the workload and the loaded jobs, frozen before the collector runs again: not
-        # traversed by its passes during the replay (see alive_frozen)
-        frozen.enter_context(alive_frozen())
-    with frozen:
+    # one stack from the freeze to the end of the run: whatever is raised in between (a
+    # signal's KeyboardInterrupt included), the collector gets its objects back
+    with contextlib.ExitStack() as frozen:
+        with collector_paused():
+            sim = make_simulator(workload, config, batsim)
+            sim.prepare()
+            # the workload and the loaded jobs, frozen before the collector runs again: not
+            # traversed by its passes during the replay (see alive_frozen)
+            frozen.enter_context(alive_frozen())
         messages = sim.run(handler, progress)
     result = _result(sim.rows, messages, scheduler, workload, config, sim.engine, started)
     result.batsim = batsim
