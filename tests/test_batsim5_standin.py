@@ -233,6 +233,17 @@ class RecordedEdc:
         return self.frames
 
 
+def stand_in(port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """``batsched-ml batsim ARGS`` against the scheduler at ``port`` on this machine (60 s of
+    silence allowed), its output captured."""
+    return subprocess.run(
+        [*CMD, "batsim", *args, "-s", f"tcp://127.0.0.1:{port}", "--timeout", "60"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 @pytest.mark.parametrize("name", ["kill_resubmit", "easy_kth2000", "fcfs_small_latency"])
 def test_the_stand_in_is_batsim_5_frame_for_frame(name: str, tmp_path: Path) -> None:
     """``batsched-ml batsim --protocol 5`` against the recorded EDC: the init frame, then every
@@ -240,26 +251,12 @@ def test_the_stand_in_is_batsim_5_frame_for_frame(name: str, tmp_path: Path) -> 
     port = free_port()
     edc = RecordedEdc(name, port)
     (tmp_path / "workload.json").write_text(text(name, "workload.json"))
-    run = subprocess.run(
-        [
-            *CMD,
-            "batsim",
-            "--protocol",
-            "5",
-            "-p",
-            str(REFERENCE5 / name / "platform.xml"),
-            "-w",
-            str(tmp_path / "workload.json"),
-            "-e",
-            f"{tmp_path}/out/",
-            "-s",
-            f"tcp://127.0.0.1:{port}",
-            "--timeout",
-            "60",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
+    run = stand_in(
+        port,
+        "--protocol",
+        "5",
+        *("-p", str(REFERENCE5 / name / "platform.xml"), "-w", str(tmp_path / "workload.json")),
+        *("-e", f"{tmp_path}/out/"),
     )
     frames = edc.join()
     assert run.returncode == 0, run.stderr
@@ -476,24 +473,10 @@ def test_the_batsim_4_stand_in_is_batsim_4_on_links_with_latencies(tmp_path: Pat
 
     thread = threading.Thread(target=scheduler)
     thread.start()
-    run = subprocess.run(
-        [
-            *CMD,
-            "batsim",
-            "-p",
-            str(case / "platform.xml"),
-            "-w",
-            str(case / "workload.json"),
-            "-e",
-            str(tmp_path / "out"),
-            "-s",
-            f"tcp://127.0.0.1:{port}",
-            "--timeout",
-            "60",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
+    run = stand_in(
+        port,
+        *("-p", str(case / "platform.xml"), "-w", str(case / "workload.json")),
+        *("-e", str(tmp_path / "out")),
     )
     thread.join(120)
     assert not errors, errors

@@ -5,11 +5,11 @@ A failure names the page and the setting: the page is then made again by its cam
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from batsched_ml.results import probe
 from batsched_ml.runs.replaying import ReplayConfig, config_of_record
@@ -19,11 +19,8 @@ DOCS = ROOT / "docs"
 
 
 def results_pages() -> list[str]:
-    """The pages of the site's Results section that show runs (the notes it includes aside)."""
-    nav = (ROOT / "mkdocs.yml").read_text().split("  - Results:", 1)[1]
-    section = re.split(r"\n  - ", nav, maxsplit=1)[0]
-    pages = re.findall(r":\s*([\w-]+\.md)", section)
-    return [page for page in pages if not page.endswith("-notes.md")]
+    """The Results section's pages that show runs, as the site's hook reads them."""
+    return probe.results_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
 
 
 def _recorded(page: str) -> dict[str, Any]:

@@ -148,6 +148,21 @@ def probes_path(page: str | Path) -> Path:
     return page.parent.parent / PROBES / f"{page.stem}.json"
 
 
+def results_pages(nav: list[Any]) -> list[str]:
+    """The pages of the site's Results section (``mkdocs.yml``'s ``nav``) that show runs: all
+    but the notes a page includes (``*-notes.md``). The site's hook marks these, and the tests
+    require their probes."""
+    for entry in nav:
+        if isinstance(entry, dict) and "Results" in entry:
+            return [
+                page
+                for item in entry["Results"]
+                for page in (item.values() if isinstance(item, dict) else [item])
+                if not page.endswith("-notes.md")
+            ]
+    return []
+
+
 def provenance(page: str | Path) -> tuple[str, str]:
     """What a results page says of its runs' code, as Markdown to put before and after its
     text (the site's hook, ``docs/hooks/results_provenance.py``): with probes, the version that
