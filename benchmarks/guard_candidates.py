@@ -16,8 +16,10 @@ measure >= threshold" keeps the gain of its weeks on; printed as a markdown tabl
 policy, the share of the method's whole gain kept (%) / the share of weeks on (%).
 
 The candidates: the mean first wait in units of the week's divider (the exchange rate of a
-true small's saving against a false small's loss in seconds), the mean first wait in hours, and
-the mean bounded slowdown of those jobs with their first waits (what the gain is made of).
+true small's saving against a false small's loss in seconds), the mean first wait in hours,
+the mean bounded slowdown of those jobs with their first waits (what the gain is made of), and
+that mean at 2 together with the share of the jobs whose own bounded slowdown is at least 2
+(the guard's rule: a burst that few jobs wait through moves the mean, not the share).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ CANDIDATES = (
     ("mean wait / divider", "wait_dividers", (1.0, 3.0)),
     ("mean wait (h)", "wait_hours", (0.5, 1.0)),
     ("mean bounded slowdown", "slowdown", (1.5, 2.0, 3.0)),
+    ("mean bounded slowdown >= 2 and share waiting", "waiting_share", (0.03, 0.05, 0.08)),
 )
 
 
@@ -71,15 +74,18 @@ def weekly(base_dir: Path, method_dir: Path, window: int) -> pd.DataFrame:
         seen = method[(finish < start) & (finish >= start - window * WEEK)]
         div = divider.get(week, np.nan)
         waits, runtimes = seen["first_wait"].to_numpy(), seen["runtime"].to_numpy()
+        slowdowns = bounded_slowdown(waits, runtimes)
         rows.append(
             {
                 "week": week,
                 "gain": float(submitted["gain"].sum()),
                 "wait_dividers": float(waits.mean() / div) if len(seen) and div > 0 else np.nan,
                 "wait_hours": float(waits.mean() / 3600) if len(seen) else np.nan,
-                "slowdown": float(bounded_slowdown(waits, runtimes).mean())
-                if len(seen)
-                else np.nan,
+                "slowdown": float(slowdowns.mean()) if len(seen) else np.nan,
+                # the share at 2 where the mean is at least 2 (else 0: off with the mean)
+                "waiting_share": float((slowdowns >= 2.0).mean())
+                if len(seen) and slowdowns.mean() >= 2.0
+                else 0.0,
             }
         )
     return pd.DataFrame(rows)

@@ -51,16 +51,41 @@ def test_the_pressure_is_the_mean_bounded_slowdown_of_the_first_waits() -> None:
     # counts as a 60 s one, (110 + 10) / 60 = 2; one that waited 20 s is at the bound, 1
     history = [done(0.0), done(60.0), done(120.0), done(300.0)]
     on = decide(7, history, 80.0, False, slowdown=3.0, min_jobs=4)
-    assert on == GuardDecision(7, True, "slowdown 3.000 >= 3", 4, 120.0, 3.0, 80.0, None)
+    assert on == GuardDecision(
+        7, True, "slowdown 3.000 >= 3, waiting 50.0% >= 5%", 4, 120.0, 3.0, 0.5, 80.0, None
+    )
     off = decide(7, history, 80.0, True, slowdown=3.1, min_jobs=4)
-    assert off == GuardDecision(7, False, "slowdown 3.000 < 3.1", 4, 120.0, 3.0, 80.0, None)
+    assert off == GuardDecision(7, False, "slowdown 3.000 < 3.1", 4, 120.0, 3.0, 0.25, 80.0, None)
     short = decide(7, [done(110.0, 10.0), done(20.0, 10.0)], 80.0, False, slowdown=1.5, min_jobs=2)
     assert (short.on, short.reason, short.mean_wait, short.slowdown) == (
         True,
-        "slowdown 1.500 >= 1.5",
+        "slowdown 1.500 >= 1.5, waiting 50.0% >= 5%",
         65.0,
         1.5,
     )
+
+
+def test_a_burst_that_few_jobs_wait_through_moves_the_mean_not_the_share() -> None:
+    # 96 jobs that did not wait and 4 of 60 s that waited 3,600 s (bounded slowdown 61): the
+    # mean is 3.4, but only 4 % of the jobs waited as long as they ran
+    history = [done(0.0)] * 96 + [done(3600.0)] * 4
+    burst = decide(9, history, 100.0, False, slowdown=2.0, min_jobs=50)
+    assert burst == GuardDecision(
+        9, False, "slowdown 3.400 >= 2, waiting 4.0% < 5%", 100, 144.0, 3.4, 0.04, 100.0, None
+    )
+    # one more waiting job of the same kind instead of one that did not: 5 %, on
+    spread = decide(9, [done(0.0)] * 95 + [done(3600.0)] * 5, 100.0, False, slowdown=2, min_jobs=50)
+    assert (spread.on, spread.reason, spread.waiting_share) == (
+        True,
+        "slowdown 4.000 >= 2, waiting 5.0% >= 5%",
+        0.05,
+    )
+    # the share is judged at guard_slowdown: at 61 all four count, at 62 none (and the mean
+    # decides first)
+    assert decide(9, history, 100.0, False, slowdown=3.4, min_jobs=50, waiting_share=0.04).on
+    assert not decide(9, history, 100.0, False, slowdown=3.4, min_jobs=50, waiting_share=0.041).on
+    # a share of 0: the mean alone (the rule before the share)
+    assert decide(9, history, 100.0, False, slowdown=2.0, min_jobs=50, waiting_share=0.0).on
 
 
 def test_a_machine_where_jobs_do_not_wait_is_off() -> None:
@@ -95,6 +120,12 @@ def test_false_small_share_counts_the_forests_smalls_against_their_own_divider()
         ({"guard_slowdown": 0.5}, "guard_slowdown must be at least 1, not 0.5"),
         ({"guard_slowdown": float("nan")}, "guard_slowdown must be at least 1, not nan"),
         ({"guard_min_jobs": 0}, "guard_min_jobs must be at least 1, not 0"),
+        ({"guard_waiting_share": -0.1}, "guard_waiting_share must be between 0 and 1, not -0.1"),
+        ({"guard_waiting_share": 1.5}, "guard_waiting_share must be between 0 and 1, not 1.5"),
+        (
+            {"guard_waiting_share": float("nan")},
+            "guard_waiting_share must be between 0 and 1, not nan",
+        ),
     ],
 )
 def test_options_out_of_range(options: dict, message: str) -> None:
@@ -190,7 +221,7 @@ def test_weeks_on_and_off_in_the_schedule_and_weekly_quality(tmp_path: Path) -> 
         {
             "week": 1,
             "guard_on": True,
-            "guard_reason": "slowdown 9.156 >= 2",
+            "guard_reason": "slowdown 9.156 >= 2, waiting 66.7% >= 5%",
             "guard_jobs": 3,
             "guard_mean_wait": pytest.approx(2270 / 3, abs=1e-6),
             # bounded slowdowns 1 (job 1), 1290 / 300 (job 2) and 1330 / 60 (job 3)

@@ -257,8 +257,8 @@ def weekly_quality(run: Run) -> pd.DataFrame | None:
 
 def guard_weeks(run: Run) -> tuple[pd.DataFrame, float] | None:
     """The guard's decision week by week (``classification-guarded``): on or off, why, and the
-    mean bounded slowdown of the recently finished jobs it judged by; with the threshold the
-    run used (its ``guard_slowdown``)."""
+    mean bounded slowdown of the recently finished jobs it judged by (and the share of them at
+    the threshold or above); with the threshold the run used (its ``guard_slowdown``)."""
     from batsched_ml.scheduler.guard import GUARD_DEFAULTS
 
     table = run.table("weekly_quality.csv")
@@ -267,6 +267,8 @@ def guard_weeks(run: Run) -> tuple[pd.DataFrame, float] | None:
     params = (run.summary.get("config") or {}).get("classifier_params") or {}
     threshold = float(params.get("guard_slowdown", GUARD_DEFAULTS["guard_slowdown"]))
     columns = ["week", "guard_on", "guard_reason", "guard_jobs", "guard_slowdown"]
+    if "guard_waiting_share" in table:  # (runs of the rule before the share lack it)
+        columns.append("guard_waiting_share")
     return table[columns], threshold
 
 
