@@ -518,11 +518,11 @@ def test_a_service_of_an_earlier_up_records_nothing_in_the_new_run(tmp_path: Pat
     first = (status / "run").read_text()
     trainer = services.start("trainer")  # an earlier `up`'s trainer, still running
     try:
-        assert listening(services.ports[28100])  # it has started
+        assert listening(trainer, services.ports[28100])  # it has started
         services.reset()  # the next `up`
         assert (status / "run").read_text() != first
         trainer.terminate()  # compose recreates the trainer
-        assert trainer.wait(timeout=60) == 143
+        assert trainer.wait(timeout=300) == 143
     finally:
         trainer.kill()
     assert sorted(p.name for p in status.iterdir()) == ["run"]
@@ -533,9 +533,15 @@ def test_a_service_of_an_earlier_up_records_nothing_in_the_new_run(tmp_path: Pat
         assert failed_service(status) == failure
 
 
-def listening(port: int, seconds: float = 60.0) -> bool:
+def listening(process: subprocess.Popen, port: int, seconds: float = 300.0) -> bool:
+    """Whether ``process`` listens on ``port`` within ``seconds``: generous, since a start
+    under a loaded machine (imports, the trainer's scikit-learn) can take a minute; a process
+    that has exited fails at once, with its error output."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            error = process.stderr.read() if process.stderr else ""
+            raise AssertionError(f"exited with {process.returncode} before listening: {error}")
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 return True
@@ -556,12 +562,12 @@ def test_a_scheduler_of_an_earlier_up_does_not_stop_the_new_run_s_trainer(tmp_pa
     stale = services.start("scheduler")  # an earlier `up`'s scheduler, waiting for Batsim
     trainer = None
     try:
-        assert listening(services.ports[28000])
+        assert listening(stale, services.ports[28000])
         services.reset()  # the new `up`; compose recreates the trainer, then the scheduler
         trainer = services.start("trainer")
-        assert listening(services.ports[28100])
+        assert listening(trainer, services.ports[28100])
         stale.terminate()
-        assert stale.wait(timeout=60) == 143
+        assert stale.wait(timeout=300) == 143
         time.sleep(1.0)
         assert trainer.poll() is None, trainer.stderr.read() if trainer.stderr else ""
     finally:
