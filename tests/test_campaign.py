@@ -457,6 +457,17 @@ def test_paper_results_no_run_writes_the_same_page_from_the_runs_there(tmp_path,
     assert f"1 of 2 run(s) missing or not complete in {runs} (first: {gone})" in (
         capsys.readouterr().err
     )
+    # run again, it remakes the missing run only; the folder's results.csv, which `report`
+    # reads as the list of its runs, still names both (it used to name the remade one alone)
+    assert main(["paper-results", "-o", str(again), *argv]) == 0
+    assert "1 of 2 runs already done, 1 to go" in capsys.readouterr().out
+    assert again.read_bytes() == page.read_bytes()
+    table = pd.read_csv(runs / "results.csv")
+    assert sorted(table["path"]) == [
+        "KTH-SP2-1996-2.1-cln/fcfs-base",
+        "KTH-SP2-1996-2.1-cln/fcfs-class-clairvoyant",
+    ]
+    assert sorted(run.variant for run in find_runs([runs])) == ["base", "class-clairvoyant"]
 
 
 def test_missing_traces_stop_a_campaign_before_it_runs_or_writes_anything(

@@ -73,9 +73,9 @@ def run_all(
     """Run the replays whose folders do not hold them yet (complete, made by this code: see
     :func:`batsched_ml.results.runfolder.same_run`), ``workers`` at a time, with the campaign's
     runner (:func:`batsched_ml.experiments.campaign.run_campaign`: one way to run a grid, stopped
-    cleanly by Ctrl-C or SIGTERM). The most expensive runs go first, so that the workers end
-    together. Returns the runs that failed, one line each with the reason (a missing trace, a bad
-    option: the user's to fix, so the caller says so and exits 1, as ``campaign`` does)."""
+    cleanly by Ctrl-C or SIGTERM, the most expensive runs first). Returns the runs that failed,
+    one line each with the reason (a missing trace, a bad option: the user's to fix, so the
+    caller says so and exits 1, as ``campaign`` does)."""
     from batsched_ml.experiments.campaign import Campaign, run_campaign, run_identity
     from batsched_ml.results.runfolder import same_run
 
@@ -83,12 +83,6 @@ def run_all(
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already done, {len(todo)} to go")
     if not todo:
         return []
-    todo.sort(
-        key=lambda r: (
-            r.variant in ("base", "runtime-clairvoyant"),
-            r.trace != "HPC2N-2002-2.2-cln",
-        )
-    )
 
     failed: list[str] = []
 
@@ -98,7 +92,9 @@ def run_all(
             failed.append(f"{line}: {row['error']}")
         log(f"{line}: {row['status']}, {float(row['seconds']):.0f} s")
 
-    campaign = Campaign(output=root, trace_dir=trace_dir, runs=todo, workers=workers)
+    # every run of the grid, the done ones too (the runner skips them, by the same test): the
+    # folder's results.csv, which `report` reads as the list of its runs, then names them all
+    campaign = Campaign(output=root, trace_dir=trace_dir, runs=runs, workers=workers)
     run_campaign(campaign, progress=progress)
     return failed
 
