@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from batsched_ml.experiments.paper import short
 from batsched_ml.predict.training import WEEK
 from batsched_ml.results.metrics import (
     bounded_slowdown,
@@ -110,7 +111,7 @@ def main() -> int:
             table = weekly(base_dir, method_dir, args.weeks)
             total = table["gain"].sum()
             base_total = float(jobs(base_dir)["bsld"].sum())
-            cells = [trace.name.removesuffix("-cln"), policy, f"{100 * total / base_total:+.1f}"]
+            cells = [short(trace.name), policy, f"{100 * total / base_total:+.1f}"]
             for _, column, thresholds in CANDIDATES:
                 for threshold in thresholds:
                     on = (table[column] >= threshold).to_numpy()

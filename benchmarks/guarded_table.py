@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
 
 METHOD, GUARDED = "classification-idempotent", "classification-guarded"
@@ -101,7 +102,7 @@ def table(results: pd.DataFrame) -> str:
             verdict = "**yes**" if g.high < 0 else "no"
         base_bsld = sum(float(c[BASE]["mean_bsld"]) for c in full) / len(full)
         lines.append(
-            f"| {trace.removesuffix('-cln')} | {policy} | {len(full)} | {base_bsld:.2f} | "
+            f"| {short(trace)} | {policy} | {len(full)} | {base_bsld:.2f} | "
             f"{text(gains[METHOD])} | {text(gains[GUARDED])} | {text(gains[CEILING])} | "
             f"{text(shares[METHOD], 0)} | {text(shares[GUARDED], 0)} | {text(kept, 0)} | "
             f"{kills[METHOD]:,.0f} ({100 * kills[METHOD] / jobs:.1f} %) | "

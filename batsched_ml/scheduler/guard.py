@@ -38,7 +38,7 @@ Why the share as well. A mean is moved by a few jobs: on LLNL-Atlas-2006 one bur
 pays when many small jobs wait, since it kills a fixed share of the jobs it calls small
 (one in six to one in five on every trace measured) wherever it is on. With 5 %, a burst that
 hits one job in fifty no longer switches it on, and on the paper traces the weeks the share
-keeps off held about 1 % of the method's gain (``benchmarks/guard_candidates.py``).
+keeps off held at most 2 % of the method's gain (``benchmarks/guard_candidates.py``).
 
 While off, every job is queued and planned as the base variant would queue it (class rank 1
 for all, planned runtime the uncapped estimate), so none is killed; the classifier still
