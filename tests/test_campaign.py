@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -295,6 +296,43 @@ workers = 2
         ("classification-idempotent", "fcfs-classification-idempotent"),
         ("classification-idempotent", "fcfs-classification-idempotent-seed3"),
     ]
+
+
+def test_campaigns_sharing_an_output_folder_each_leave_every_run_in_its_table(tmp_path) -> None:
+    """The folder's results.csv, which report reads as its runs, names the runs of every
+    campaign that wrote into it (it used to name the last campaign's alone), as long as their
+    folders hold them."""
+    trace = small_trace(tmp_path / "traces", jobs=300)
+    files = []
+    for name, variant in (("a", "base"), ("b", "class-clairvoyant")):
+        files.append(
+            write(
+                tmp_path / f"{name}.toml",
+                f"""
+[campaign]
+output = "out"
+trace_dir = "traces"
+traces = ["{trace}"]
+policies = ["fcfs"]
+variants = ["{variant}"]
+
+[dask]
+workers = 1
+""",
+            )
+        )
+    run_campaign(load_campaign(files[0]))
+    table = run_campaign(load_campaign(files[1]))
+    assert table["variant"].tolist() == ["class-clairvoyant"]  # what this campaign ran
+    out = tmp_path / "out"
+    written = pd.read_csv(out / "results.csv")
+    assert written["path"].tolist() == [f"{trace}/fcfs-class-clairvoyant", f"{trace}/fcfs-base"]
+    assert pd.read_parquet(out / "results.parquet")["path"].tolist() == written["path"].tolist()
+    assert sorted(run.variant for run in find_runs([out])) == ["base", "class-clairvoyant"]
+    # a run whose folder is gone is not listed again
+    shutil.rmtree(out / trace / "fcfs-base")
+    run_campaign(load_campaign(files[1]))
+    assert pd.read_csv(out / "results.csv")["path"].tolist() == [f"{trace}/fcfs-class-clairvoyant"]
 
 
 def _worker_log_level() -> int:

@@ -60,6 +60,7 @@ import dataclasses
 import itertools
 import json
 import os
+import sys
 import time
 import tomllib
 import traceback
@@ -893,11 +894,46 @@ def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFr
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
 
 
+def with_earlier_runs(table: pd.DataFrame, output: Path) -> pd.DataFrame:
+    """``table`` and, after it, the rows of the folder's earlier ``results.csv`` for the runs
+    this table does not list whose folders still hold a run: the table of a folder names every
+    run in it, which ``report`` reads as the folder's runs. Two campaign files (or a campaign and
+    ``paper-results``) sharing a folder used to leave the table of the last one alone, and a
+    report of the folder silently without the other's runs."""
+    path = output / "results.csv"
+    if not path.exists():
+        return table
+    try:
+        earlier = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as exc:  # unreadable: said, and replaced by this table
+        print(f"batsched-ml: {path}: unreadable ({exc}); written anew", file=sys.stderr)
+        return table
+    if "path" not in earlier or earlier.empty:
+        return table
+    listed = set(table["path"].dropna().astype(str))
+    kept = earlier[
+        earlier["path"].map(
+            lambda p: (
+                isinstance(p, str) and p not in listed and (output / p / "summary.json").exists()
+            )
+        )
+    ]
+    if kept.empty:
+        return table
+    print(
+        f"batsched-ml: {path} also lists {len(kept)} run(s) of this folder made by another "
+        "campaign (their folders are there)",
+        file=sys.stderr,
+    )
+    return pd.concat([table, kept.reindex(columns=table.columns)], ignore_index=True)
+
+
 def write_results(table: pd.DataFrame, output: Path) -> None:
     """``results.csv`` and ``results.parquet``, and ``gap.md`` when the runs hold the yardsticks
     of the closing-the-gap table (:func:`batsched_ml.report.gap.write_gap`)."""
     from batsched_ml.report.gap import write_gap
 
+    table = with_earlier_runs(table, output)
     table.to_csv(output / "results.csv", index=False)
     table.to_parquet(output / "results.parquet", index=False)
     write_gap([{str(k): v for k, v in row.items()} for row in table.to_dict("records")], output)
