@@ -14,7 +14,9 @@ over the method's, per copy); the jobs killed at the divider by each; the weeks 
 on (from each guarded run's ``summary.json``); and the verdicts of the targets: worse than the
 base beyond the 95 % interval (with one copy there is no interval: the sign is shown), at least
 90 % of the method's gain kept (FCFS), no more kills than the method. Figures are means over the
-copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired per copy.
+copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired per copy. When
+the campaigns hold other dispatchers of the base variant (``campaigns/study.toml``'s
+probabilistic backfilling), a second table compares each with EASY the same way.
 """
 
 from __future__ import annotations
@@ -52,9 +54,61 @@ def text(value: Estimate | None, digits: int = 1) -> str:
     return "n/a" if value is None else value.text(100.0, digits)
 
 
-def table(results: pd.DataFrame) -> str:
+def yardsticks(results: pd.DataFrame) -> pd.DataFrame:
+    """The complete runs of the default set-up: no classifier option, EASY with the requested
+    time (a campaign's other dispatchers and predictors, such as probabilistic backfilling,
+    are compared by :func:`dispatcher_table`)."""
     results = results[results["status"].isin(["done", "existing"])]
     results = results[results["classifier_options"].fillna("") == ""]
+    results = results[results["dispatcher"].fillna("easy") == "easy"]
+    return results[results["predictor"].fillna("requested") == "requested"]
+
+
+def dispatcher_table(results: pd.DataFrame) -> str:
+    """Each other dispatcher of the base variant (e.g. ``probabilistic``) against EASY, per
+    trace and policy, paired per copy: its gain over EASY with a 95 % interval, and both mean
+    bounded slowdowns; empty when the campaign has none."""
+    done = results[results["status"].isin(["done", "existing"])]
+    done = done[(done["variant"] == BASE) & (done["classifier_options"].fillna("") == "")]
+    done = done[done["predictor"].fillna("requested") == "requested"]
+    easy = {
+        (str(r["trace"]), str(r["policy"]), int(r["copy"])): r
+        for _, r in done[done["dispatcher"].fillna("easy") == "easy"].iterrows()
+    }
+    others = done[done["dispatcher"].fillna("easy") != "easy"]
+    lines = [
+        "| trace | policy | dispatcher | copies | EASY: mean bounded slowdown | "
+        "dispatcher: mean bounded slowdown | gain over EASY | worse than EASY beyond interval? |",
+        "|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for (trace, policy, dispatcher), group in others.groupby(
+        ["trace", "policy", "dispatcher"], sort=False
+    ):
+        pairs = [
+            (easy[(str(trace), str(policy), int(r["copy"]))], r)
+            for _, r in group.iterrows()
+            if (str(trace), str(policy), int(r["copy"])) in easy
+        ]
+        if not pairs:
+            continue
+        g = estimate(
+            [gain(float(e["cumulative_bsld"]), float(d["cumulative_bsld"])) for e, d in pairs]
+        )
+        if g.n < 2:
+            verdict = "no interval (1 copy): " + ("worse" if g.mean < 0 else "not worse")
+        else:
+            verdict = "**yes**" if g.high < 0 else "no"
+        base_bsld = sum(float(e["mean_bsld"]) for e, _ in pairs) / len(pairs)
+        other_bsld = sum(float(d["mean_bsld"]) for _, d in pairs) / len(pairs)
+        lines.append(
+            f"| {short(str(trace))} | {policy} | {dispatcher} | {len(pairs)} | {base_bsld:.2f} | "
+            f"{other_bsld:.2f} | {text(g)} | {verdict} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def table(results: pd.DataFrame) -> str:
+    results = yardsticks(results)
     cells: dict[tuple[str, str], dict[int, dict[str, pd.Series]]] = defaultdict(dict)
     for _, run in results.iterrows():
         copy = int(run["copy"])
@@ -126,6 +180,10 @@ def main() -> int:
     combined = pd.concat(frames, ignore_index=True)  # a run listed by two campaigns: once
     combined = combined.drop_duplicates(subset=["trace", "policy", "variant", "copy", "path"])
     print(table(combined))
+    others = dispatcher_table(combined)
+    if others:
+        print()
+        print(others)
     return 0
 
 
