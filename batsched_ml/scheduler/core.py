@@ -60,7 +60,6 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
-from heapq import heappop, heappush
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -180,14 +179,15 @@ class BatchScheduler:
         self._sorted: list[WaitingJob] = []  # static policies: the queue, kept sorted by key
         # a built-in static order with a threshold: _sorted is the whole queue the dispatcher
         # walks, kept from pass to pass (see ordered_queue): its first _starving_count entries
-        # are the starving jobs, oldest first, the others follow by key; _young holds
-        # (subtime, seq, entry) of the others (and of jobs started since), the oldest on top
+        # are the starving jobs, oldest first, the others follow by key; _young[_young_head:]
+        # holds the others (and jobs started since) oldest first (by subtime, then seq)
         self._kept = starvation_threshold is not None and any(
             self.policy is order for order in _UNIQUE_KEY_ORDERS
         )
         self._kept_threshold = 0.0 if starvation_threshold is None else starvation_threshold
         self._starving_count = 0
-        self._young: list[tuple[float, int, WaitingJob]] = []
+        self._young: list[WaitingJob] = []
+        self._young_head = 0
         self._kept_now = 0.0  # the time the starving jobs were last counted at
         self._last_arrival = -float("inf")  # the latest job.subtime queued
         self._ends: list[tuple[float, int, int]] = []
@@ -410,7 +410,7 @@ class BatchScheduler:
             if self._kept:
                 self._last_arrival = entry.job.subtime
                 insort(self._sorted, entry, self._starving_count, key=_key)
-                heappush(self._young, (entry.subtime, entry.seq, entry))
+                self._add_young(entry)
             else:
                 insort(self._sorted, entry, key=_key)
 
@@ -513,12 +513,14 @@ class BatchScheduler:
                 count -= 1
                 entry = queue.pop(count)
                 insort(queue, entry, count, key=_key)
-                heappush(self._young, (entry.subtime, entry.seq, entry))
+                self._add_young(entry)
         self._kept_now = now
         young = self._young
+        head = self._young_head
         waiting = self.waiting
-        while young and now - young[0][0] > threshold:
-            entry = heappop(young)[2]
+        while head < len(young) and now - young[head].subtime > threshold:
+            entry = young[head]
+            head += 1
             if waiting.get(entry.job.id) is not entry:
                 continue  # started since it was queued
             at = bisect_left(queue, entry.key, count, key=_key)
@@ -529,6 +531,24 @@ class BatchScheduler:
             insort(queue, entry, 0, count, key=_starving_key)
             count += 1
         self._starving_count = count
+        if head > 1024 and 2 * head > len(young):  # the passed part goes, now and then
+            del young[:head]
+            head = 0
+        self._young_head = head
+
+    def _add_young(self, entry: WaitingJob) -> None:
+        """Put ``entry`` among the jobs not starving yet, in its place by (subtime, seq): at
+        the end but for a backdated job (or one going back)."""
+        young = self._young
+        if len(young) > self._young_head:
+            last = young[-1]
+            if not (
+                last.subtime < entry.subtime
+                or (last.subtime == entry.subtime and last.seq < entry.seq)
+            ):
+                insort(young, entry, self._young_head, key=_starving_key)
+                return
+        young.append(entry)
 
     def _unkeep(self) -> None:
         """Leave the kept queue for the walk of :meth:`ordered_queue`: the queue sorted by key
@@ -537,6 +557,7 @@ class BatchScheduler:
         self._sorted.sort(key=_key)
         self._starving_count = 0
         self._young = []
+        self._young_head = 0
 
     def schedule(self, now: float) -> list[Event]:
         """One pass over the queue; the EXECUTE_JOB decisions the dispatcher makes."""
@@ -628,11 +649,12 @@ class BatchScheduler:
         return decisions
 
     def _drop_kept(self, entry: WaitingJob) -> None:
-        """Take a starting job out of the kept queue: among the starving jobs, or by its key.
-        (Its ``_young`` item stays until it comes on top, then is passed over.)"""
+        """Take a starting job out of the kept queue: among the starving jobs if it was
+        starving when they were counted, else (or if queued since) by its key. (It stays in
+        ``_young`` until its turn comes, then is passed over.)"""
         queue = self._sorted
         count = self._starving_count
-        if count:
+        if count and self._kept_now - entry.subtime > self._kept_threshold:
             at = bisect_left(queue, _starving_key(entry), 0, count, key=_starving_key)
             if at < count and queue[at] is entry:
                 del queue[at]
