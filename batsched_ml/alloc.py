@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Final
 
 from procset import ProcInt, ProcSet
@@ -209,17 +208,8 @@ def procset_of_runs(runs: Runs) -> ProcSet:
     procset's public constructor merges the intervals one by one (36 microseconds for an
     allocation of a few intervals, about a tenth of a whole replay), but an allocation's runs
     are already disjoint, sorted and non-adjacent, which is exactly a ProcSet's internal form:
-    :func:`_from_runs` stores them as they are (9 times faster). And a scheduler placing jobs
-    on the lowest-numbered free machines hands out the same allocations again and again (60 to
-    80% of a replay's were among its last 1,024 distinct ones), so the ProcSet of a recent
-    allocation is copied (``ProcSet.copy``, well under a microsecond) instead of built again.
+    :func:`_from_runs` stores them as they are (9 times faster).
     """
-    built = _built(runs)
-    return _copy_direct(built) if _DIRECT else built.copy()
-
-
-@lru_cache(maxsize=1024)
-def _built(runs: Runs) -> ProcSet:
     return _from_runs(runs)
 
 
@@ -231,20 +221,31 @@ _new_tuple = tuple.__new__
 _new_object = object.__new__
 
 
+#: The ProcInt of each run handed out so far. A ProcInt is an immutable tuple, which ProcSets
+#: share (``ProcSet.copy`` does): a scheduler placing jobs on the lowest-numbered free machines
+#: hands out the same runs again and again (60,011 distinct ones in the 2 million of a RICC
+#: replay), and a look-up costs a fifth of making one. Emptied when it reaches
+#: :data:`_INTERVALS_KEPT` runs, so that it stays small whatever the machine.
+_INTERVALS: Final[dict[Run, ProcInt]] = {}
+_INTERVALS_KEPT: Final = 1 << 17
+
+
+def _interval(run: Run) -> ProcInt:
+    interval = _INTERVALS.get(run)
+    if interval is None:
+        if len(_INTERVALS) >= _INTERVALS_KEPT:
+            _INTERVALS.clear()
+        interval = _INTERVALS[run] = _new_tuple(ProcInt, run)
+    return interval
+
+
 def _from_runs_direct(runs: Iterable[Run]) -> ProcSet:
     # What ``ProcSet.copy`` itself does: a ProcSet is its sorted list of disjoint ProcInts
     # (built without its constructor, which only makes that list empty; nor ProcInt's, which
     # only checks what a run already guarantees)
     procs: ProcSet = _new_object(ProcSet)
-    procs._itvs = [_new_tuple(ProcInt, run) for run in runs]
+    procs._itvs = [_interval(run) for run in runs]
     return procs
-
-
-def _copy_direct(procs: ProcSet) -> ProcSet:
-    # ``ProcSet.copy`` without its two interpreted calls (copy, then the constructor)
-    other: ProcSet = _new_object(ProcSet)
-    other._itvs = procs._itvs.copy()
-    return other
 
 
 def _direct_is_exact() -> bool:
@@ -256,9 +257,6 @@ def _direct_is_exact() -> bool:
             runs = intervals_of(mask)
             direct, public = _from_runs_direct(runs), _from_runs_public(runs)
             if direct != public or str(direct) != str(public) or len(direct) != len(public):
-                return False
-            copied = _copy_direct(public)
-            if copied != public or copied._itvs is public._itvs:
                 return False
             if list(direct.intervals()) != list(public.intervals()) or mask_of(direct) != mask:
                 return False

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from procset import ProcSet
 
 from batsched_ml.protocol.events import JobCompleted, JobSubmitted, Message, SimulationBegins
-from batsched_ml.scheduler.core import EasyScheduler
+from batsched_ml.scheduler.core import Component, EasyScheduler, WaitingJob
+from batsched_ml.scheduler.predictors import ActualRuntime
+from batsched_ml.sim.simulator import BatsimSimulator
+from tests.test_easy import random_workload
 
 
 def begins(machines: int) -> SimulationBegins:
@@ -85,3 +91,59 @@ def test_starvation_threshold_starts_the_starving_job_in_a_replay() -> None:
 
     assert run(None) == float("inf")
     assert run(50.0) == 60.0  # waited 59 s > 50 at t=60: goes first, takes both machines
+
+
+class Backdating(Component):
+    """Queues some jobs as waiting since earlier (as a resubmission waits since its first
+    submission), and ranks some of them first (as a classifier does)."""
+
+    def __init__(self, seed: str) -> None:
+        self.rng = random.Random(seed)
+
+    def on_admit(self, entry: WaitingJob, event: JobSubmitted) -> None:
+        if self.rng.random() < 0.2:
+            entry.subtime -= self.rng.choice([10.0, 100.0, 1000.0])
+        entry.rank = self.rng.choice([0, 1, 1])
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "spf", "saf"])
+def test_the_kept_queue_is_the_walks(policy: str) -> None:
+    """Under a built-in static order the queue is kept from pass to pass (the starving jobs
+    moved to the head as they start starving); it is, at every message and at earlier times
+    asked afterwards, the queue the walk of the whole queue makes, and the decisions the same
+    (backdated and ranked jobs too, and once the threshold is changed midway)."""
+    rng = random.Random(f"kept-{policy}")
+    moved = 0
+    for round in range(12):
+        machines = rng.choice([4, 8, 13])
+        workload = random_workload(rng, 150, machines)
+        threshold = rng.choice([0.0, 30.0, 120.0, 600.0])
+        predictor = rng.choice([None, ActualRuntime])
+        parts = [[Backdating(f"{round}")], [Backdating(f"{round}")]] if round % 2 else [[], []]
+        kept, walked = (
+            EasyScheduler(
+                policy,
+                predictor and predictor(),
+                starvation_threshold=threshold,
+                components=components,
+            )
+            for components in parts
+        )
+        assert kept._kept
+        walked._unkeep()
+        sim = BatsimSimulator([workload], [f"h{i}" for i in range(machines)])
+        message = sim.start()
+        while message is not None:
+            reply = kept.handle(message)
+            assert walked.handle(message) == reply
+            now = message.now
+            for t in (now, now - rng.choice([1.0, 50.0, 500.0]), now):
+                queue = kept.ordered_queue(t)
+                assert [e.job.id for e in queue] == [e.job.id for e in walked.ordered_queue(t)]
+            moved += kept._starving_count
+            if round == 5 and len(sim.rows) >= 75 and kept.starvation_threshold == threshold:
+                kept.starvation_threshold = walked.starvation_threshold = threshold + 50.0
+            message = sim.step(reply)
+        assert len(sim.rows) == 150
+        assert kept._kept == (round != 5)  # a changed threshold: the walk from then on
+    assert moved > 100  # starving jobs were really kept at the head

@@ -92,12 +92,23 @@ from batsched_ml.scheduler.parts import Component as Component
 from batsched_ml.scheduler.parts import RunningJob as RunningJob
 from batsched_ml.scheduler.parts import WaitingJob as WaitingJob
 from batsched_ml.scheduler.parts import cut_short as cut_short
-from batsched_ml.scheduler.policies import get_policy
+from batsched_ml.scheduler.policies import LJF, POLICIES, get_policy
 from batsched_ml.scheduler.predictors import Predictor, RequestedTime
 
 HOUR = 3600.0
 _key = attrgetter("key")
 DEFAULT_STARVATION_THRESHOLD = registry.STARVATION_THRESHOLD_HOURS * HOUR
+
+#: The built-in static orders, whose keys end with the job's arrival number: no two entries of a
+#: queue have the same key (what :meth:`BatchScheduler.ordered_queue`'s kept queue relies on).
+_UNIQUE_KEY_ORDERS: tuple[Any, ...] = tuple(
+    policy for policy in (*POLICIES.values(), LJF) if not policy.dynamic
+)
+
+
+def _starving_key(entry: WaitingJob) -> tuple[float, int]:
+    """The order of the starving jobs at the head of the queue: oldest first."""
+    return (entry.subtime, entry.seq)
 
 
 class Scheduler(Protocol):
@@ -166,6 +177,19 @@ class BatchScheduler:
         self.running: dict[str, RunningJob] = {}
         self._backdated: dict[str, WaitingJob] = {}  # queued with an earlier subtime than Batsim's
         self._sorted: list[WaitingJob] = []  # static policies: the queue, kept sorted by key
+        # a built-in static order with a threshold: _sorted is the whole queue the dispatcher
+        # walks, kept from pass to pass (see ordered_queue): its first _starving_count entries
+        # are the starving jobs, oldest first, the others follow by key; _young[_young_head:]
+        # holds the others (and jobs started since) oldest first (by subtime, then seq)
+        self._kept = starvation_threshold is not None and any(
+            self.policy is order for order in _UNIQUE_KEY_ORDERS
+        )
+        self._kept_threshold = 0.0 if starvation_threshold is None else starvation_threshold
+        self._starving_count = 0
+        self._young: list[WaitingJob] = []
+        self._young_head = 0
+        self._kept_now = 0.0  # the time the starving jobs were last counted at
+        self._last_arrival = -float("inf")  # the latest job.subtime queued
         self._ends: list[tuple[float, int, int]] = []
         # the entries queued since the last pass, while nothing else changed (None: something
         # did); an incremental dispatcher then tests only those (:mod:`.easy`)
@@ -377,9 +401,18 @@ class BatchScheduler:
             self._fresh.append(entry)
         if entry.subtime < entry.job.subtime:
             self._backdated[entry.job.id] = entry
+        if self._kept and not (
+            entry.job.subtime >= self._last_arrival and entry.subtime == entry.subtime
+        ):
+            self._unkeep()  # arrivals out of order (or a NaN): the kept queue's rule is off
         if not self.policy.dynamic:
             entry.key = (entry.rank, *self.policy.key(entry, 0.0))
-            insort(self._sorted, entry, key=_key)
+            if self._kept:
+                self._last_arrival = entry.job.subtime
+                insort(self._sorted, entry, self._starving_count, key=_key)
+                self._add_young(entry)
+            else:
+                insort(self._sorted, entry, key=_key)
 
     def on_completed(self, event: JobCompleted, now: float) -> RunningJob:
         running = self.running.pop(event.job_id, None)
@@ -416,7 +449,22 @@ class BatchScheduler:
 
     def ordered_queue(self, now: float) -> list[WaitingJob]:
         """The queue the dispatcher walks: starving jobs (oldest first), then by class rank and
-        the policy's order."""
+        the policy's order.
+
+        Under a built-in static order (``_kept``) that queue is kept from pass to pass instead
+        of being made again at each (the starving jobs found by a walk of the queue, sorted,
+        and the others filtered by the set of them: most of a RICC replay under SPF, with
+        thousands waiting): the jobs that started starving since the last pass move from their
+        place by key to theirs among the starving, and the queue is returned as it is. The
+        same list as the walk below makes: with arrivals in order of their ``job.subtime``
+        (checked as they come, else that walk runs), the walk's starving jobs are exactly those
+        with ``now - subtime > threshold``, which the kept queue counts, for any ``now`` (an
+        earlier one too: starving jobs go back to their place)."""
+        if self._kept:
+            if self.starvation_threshold == self._kept_threshold:
+                self._keep_starving(now)
+                return self._sorted
+            self._unkeep()  # the threshold was changed: the walk below
         if self.policy.dynamic:
             key = self.policy.key
             queue = sorted(self.waiting.values(), key=lambda entry: (entry.rank, *key(entry, now)))
@@ -453,6 +501,63 @@ class BatchScheduler:
                 return starving + rest
         chosen = {id(entry) for entry in starving}
         return starving + [entry for entry in queue if id(entry) not in chosen]
+
+    def _keep_starving(self, now: float) -> None:
+        """Move the jobs that starve at ``now`` and did not at the last call to the starving
+        head of the kept queue (and back, should ``now`` be earlier)."""
+        threshold = self._kept_threshold
+        queue = self._sorted
+        count = self._starving_count
+        if now < self._kept_now:  # an earlier time (asked by a test): the youngest go back
+            while count and not now - queue[count - 1].subtime > threshold:
+                count -= 1
+                entry = queue.pop(count)
+                insort(queue, entry, count, key=_key)
+                self._add_young(entry)
+        self._kept_now = now
+        young = self._young
+        head = self._young_head
+        waiting = self.waiting
+        while head < len(young) and now - young[head].subtime > threshold:
+            entry = young[head]
+            head += 1
+            if waiting.get(entry.job.id) is not entry:
+                continue  # started since it was queued
+            at = bisect_left(queue, entry.key, count, key=_key)
+            if at == len(queue) or queue[at] is not entry:
+                # a bug, not the peer's doing: a traceback
+                raise RuntimeError(f"job {entry.job.id} is not where its key puts it")
+            del queue[at]
+            insort(queue, entry, 0, count, key=_starving_key)
+            count += 1
+        self._starving_count = count
+        if head > 1024 and 2 * head > len(young):  # the passed part goes, now and then
+            del young[:head]
+            head = 0
+        self._young_head = head
+
+    def _add_young(self, entry: WaitingJob) -> None:
+        """Put ``entry`` among the jobs not starving yet, in its place by (subtime, seq): at
+        the end but for a backdated job (or one going back)."""
+        young = self._young
+        if len(young) > self._young_head:
+            last = young[-1]
+            if not (
+                last.subtime < entry.subtime
+                or (last.subtime == entry.subtime and last.seq < entry.seq)
+            ):
+                insort(young, entry, self._young_head, key=_starving_key)
+                return
+        young.append(entry)
+
+    def _unkeep(self) -> None:
+        """Leave the kept queue for the walk of :meth:`ordered_queue`: the queue sorted by key
+        again (the order the insertions would have kept: no two keys are equal)."""
+        self._kept = False
+        self._sorted.sort(key=_key)
+        self._starving_count = 0
+        self._young = []
+        self._young_head = 0
 
     def schedule(self, now: float) -> list[Event]:
         """One pass over the queue; the EXECUTE_JOB decisions the dispatcher makes."""
@@ -527,7 +632,9 @@ class BatchScheduler:
         dispatcher has already taken from :attr:`free`; the decisions that start it."""
         del self.waiting[entry.job.id]
         self._backdated.pop(entry.job.id, None)
-        if not self.policy.dynamic:
+        if self._kept:
+            self._drop_kept(entry)
+        elif not self.policy.dynamic:
             sorted_queue = self._sorted
             del sorted_queue[bisect_left(sorted_queue, entry.key, key=_key)]
         if self._policy_started is not None:
@@ -540,6 +647,20 @@ class BatchScheduler:
         for hook in self._hooks["on_started"]:
             decisions.extend(hook(entry, running, now))
         return decisions
+
+    def _drop_kept(self, entry: WaitingJob) -> None:
+        """Take a starting job out of the kept queue: among the starving jobs if it was
+        starving when they were counted, else (or if queued since) by its key. (It stays in
+        ``_young`` until its turn comes, then is passed over.)"""
+        queue = self._sorted
+        count = self._starving_count
+        if count and self._kept_now - entry.subtime > self._kept_threshold:
+            at = bisect_left(queue, _starving_key(entry), 0, count, key=_starving_key)
+            if at < count and queue[at] is entry:
+                del queue[at]
+                self._starving_count = count - 1
+                return
+        del queue[bisect_left(queue, entry.key, count, key=_key)]
 
     # --- introspection --------------------------------------------------------------------
 
