@@ -4,6 +4,7 @@ alive."""
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -42,14 +43,20 @@ def alive_frozen() -> Iterator[None]:
     0.75 s with the survivors frozen (``benchmarks/gc_passes.py``, which also checks that the
     files are the same). The young and middle passes run as before, and they are where the
     cyclic garbage is found. A cycle that survives a full pass and dies later is reclaimed after
-    exit, when the objects are unfrozen, instead of at a later full pass inside. A process that
-    froze objects itself is left as it is."""
+    exit, when the objects are unfrozen, instead of at a later full pass inside. Only the full
+    passes of the thread that entered freeze their survivors. A process that froze objects
+    itself is left as it is."""
     if gc.get_freeze_count():
         yield
         return
 
+    # only the passes of the thread that entered: a pass run by another thread (a side
+    # trainer's, in process) could call this after that thread's exit had unfrozen everything
+    # (a thread switch inside the callback), and leave the process frozen for good
+    owner = threading.get_ident()
+
     def freeze_survivors(phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and info["generation"] == 2:
+        if phase == "stop" and info["generation"] == 2 and threading.get_ident() == owner:
             gc.freeze()
 
     gc.freeze()

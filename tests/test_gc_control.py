@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 
 import pytest
 
@@ -93,3 +94,19 @@ def test_freed_memory_goes_back_to_the_system() -> None:
     finally:
         for block in blocks[1::2]:
             libc.free(block)
+
+
+def test_a_full_pass_of_another_thread_freezes_nothing() -> None:
+    """Only the entering thread's full passes freeze their survivors: another thread's pass
+    (an in-process side trainer's) could run its callback after the exit had unfrozen
+    everything, and leave the process frozen for good."""
+    with alive_frozen():
+        at_entry = gc.get_freeze_count()
+        kept = [[i] for i in range(2000)]  # made inside: not frozen yet
+        other = threading.Thread(target=gc.collect)
+        other.start()
+        other.join()
+        assert gc.get_freeze_count() == at_entry
+        gc.collect()  # this thread's full pass freezes them
+        assert gc.get_freeze_count() >= at_entry + len(kept)
+    assert gc.get_freeze_count() == 0
