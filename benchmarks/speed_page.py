@@ -73,7 +73,7 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   waiting job at every submission. `tests/test_easy.py` compares the shortcut with the whole
   walk.
 - **The queue is kept from pass to pass.** Under a built-in order that does not change with
-  time (FCFS, SPF, SAF, LJF) and a starvation threshold, the queue a pass walks is kept sorted
+  time (FCFS, SPF, SAF, and the LJF dispatcher's) and a starvation threshold, the queue a pass walks is kept sorted
   between passes, and a job moves to the starving head once, when it starts starving, instead
   of every waiting job being tested, the starving ones sorted and the rest filtered at every
   pass (`batsched_ml/scheduler/core.py`): that was two thirds of the scheduler's time on RICC
