@@ -58,7 +58,7 @@ def yardsticks(results: pd.DataFrame) -> pd.DataFrame:
     """The complete runs of the default set-up: no classifier option, EASY with the requested
     time (a campaign's other dispatchers and predictors, such as probabilistic backfilling,
     are compared by :func:`dispatcher_table`)."""
-    results = results[results["status"].isin(["done", "existing"])]
+    results = results[results["status"].isin(["done", "existing", "linked"])]
     results = results[results["classifier_options"].fillna("") == ""]
     results = results[results["dispatcher"].fillna("easy") == "easy"]
     return results[results["predictor"].fillna("requested") == "requested"]
@@ -68,7 +68,7 @@ def dispatcher_table(results: pd.DataFrame) -> str:
     """Each other dispatcher of the base variant (e.g. ``probabilistic``) against EASY, per
     trace and policy, paired per copy: its gain over EASY with a 95 % interval, and both mean
     bounded slowdowns; empty when the campaign has none."""
-    done = results[results["status"].isin(["done", "existing"])]
+    done = results[results["status"].isin(["done", "existing", "linked"])]
     done = done[(done["variant"] == BASE) & (done["classifier_options"].fillna("") == "")]
     done = done[done["predictor"].fillna("requested") == "requested"]
     easy = {

@@ -335,6 +335,52 @@ workers = 1
     assert pd.read_csv(out / "results.csv")["path"].tolist() == [f"{trace}/fcfs-class-clairvoyant"]
 
 
+def test_a_campaign_links_the_runs_another_campaign_made_instead_of_replaying_them(
+    tmp_path,
+) -> None:
+    """``reuse``: a run the other folder holds with the same settings, complete and made by this
+    code, is linked (its files the same inodes), not replayed; one it does not hold, or holds
+    incomplete, is replayed."""
+    trace = small_trace(tmp_path / "traces", jobs=300)
+    common = f"""
+trace_dir = "traces"
+traces = ["{trace}"]
+policies = ["fcfs"]
+
+[dask]
+workers = 1
+"""
+    first = write(
+        tmp_path / "a.toml",
+        f'[campaign]\noutput = "a"\nvariants = ["base", "class-clairvoyant"]\n{common}',
+    )
+    run_campaign(load_campaign(first))
+    gone = tmp_path / "a" / trace / "fcfs-class-clairvoyant"
+    (gone / "summary.json").unlink()  # incomplete there: replayed here
+    second = write(
+        tmp_path / "b.toml",
+        f'[campaign]\noutput = "b"\nreuse = ["a"]\n'
+        f'variants = ["base", "class-clairvoyant", "runtime-clairvoyant"]\n{common}',
+    )
+    campaign = load_campaign(second)
+    assert campaign.reuse == [(tmp_path / "a").resolve()]
+    table = run_campaign(campaign)
+    assert dict(zip(table["variant"], table["status"], strict=True)) == {
+        "base": "linked",
+        "class-clairvoyant": "done",
+        "runtime-clairvoyant": "done",
+    }
+    linked, source = tmp_path / "b" / trace / "fcfs-base", tmp_path / "a" / trace / "fcfs-base"
+    assert sorted(p.name for p in linked.iterdir()) == sorted(p.name for p in source.iterdir())
+    for path in linked.iterdir():
+        assert path.stat().st_ino == (source / path.name).stat().st_ino
+    # linked, it is this campaign's run: the next time it is there
+    again = run_campaign(campaign)
+    assert again["status"].tolist() == ["existing"] * 3
+    with pytest.raises(CampaignError, match="reuse must be a list of folders"):
+        load_campaign(write(tmp_path / "c.toml", f'[campaign]\nreuse = "a"\n{common}'))
+
+
 def _worker_log_level() -> int:
     import logging
 

@@ -58,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
         if len(reasons)
         else ""
     )
+    linked = f"{counts['linked']} linked from the reused folders, " if "linked" in counts else ""
     print(
         f"{len(table)} runs: {counts.get('done', 0)} done{rerun}, {counts.get('existing', 0)} "
-        f"already there, {counts.get('failed', 0)} failed; wrote "
+        f"already there, {linked}{counts.get('failed', 0)} failed; wrote "
         f"{campaign.output / 'results.parquet'} and results.csv"
     )
     for row in table[table["status"] == "failed"].to_dict("records"):

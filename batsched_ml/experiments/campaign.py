@@ -60,6 +60,7 @@ import dataclasses
 import itertools
 import json
 import os
+import shutil
 import sys
 import time
 import tomllib
@@ -73,7 +74,7 @@ import pandas as pd
 
 from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
-from batsched_ml.results.runfolder import RunIdentity, mark_interrupted, same_run
+from batsched_ml.results.runfolder import RUN_FILE, RunIdentity, mark_interrupted, same_run
 from batsched_ml.runs.replaying import planner_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
@@ -246,6 +247,9 @@ class Campaign:
     scheduler: str = ""
     workers: int = 0
     source: Path | None = None
+    #: other campaigns' output folders whose runs of the same settings, complete and made by
+    #: this code, are linked into this one instead of being replayed again
+    reuse: list[Path] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -256,6 +260,8 @@ class Campaign:
 CAMPAIGN_KEYS: dict[str, str] = {
     "output": "the campaign's folder (default runs/campaign), relative to the file",
     "trace_dir": "where traces named without a path are (default traces), relative to the file",
+    "reuse": "other campaigns' output folders, relative to the file: a run one of them holds "
+    "(the same settings and trace, complete, made by this code) is linked, not replayed",
     "traces": "trace names (NAME.swf.gz or NAME.swf in trace_dir) or paths to .swf / .swf.gz",
     "policies": "queue orders (required): " + ", ".join(sorted(POLICIES)),
     "variants": "variants (required): " + ", ".join(VARIANTS),
@@ -352,12 +358,17 @@ def load_campaign(path: str | Path) -> Campaign:
         raise CampaignError(
             f"{path}: [campaign] grid must be an array of tables ([[campaign.grid]])"
         )
-    grid_keys = {k: v for k, v in CAMPAIGN_KEYS.items() if k not in ("output", "trace_dir", "grid")}
+    grid_keys = {
+        k: v for k, v in CAMPAIGN_KEYS.items() if k not in ("output", "trace_dir", "reuse", "grid")
+    }
+    reuse = table.get("reuse", [])
+    if not isinstance(reuse, list) or not all(isinstance(r, str) for r in reuse):
+        raise CampaignError(f"{path}: [campaign] reuse must be a list of folders")
     for grid in grids:
         _check_keys(grid, grid_keys, "[[campaign.grid]]", path)
     runs: list[RunSpec] = []
     for grid in grids:
-        merged = {**{k: v for k, v in table.items() if k != "grid"}, **grid}
+        merged = {**{k: v for k, v in table.items() if k not in ("grid", "reuse")}, **grid}
         for spec in _expand_table(merged, path, trace_dir):
             if spec not in runs:
                 runs.append(spec)
@@ -375,6 +386,7 @@ def load_campaign(path: str | Path) -> Campaign:
         scheduler=str(dask.get("scheduler", "")),
         workers=int(dask.get("workers", 0)),
         source=path,
+        reuse=[(base / r).resolve() for r in reuse],
     )
 
 
@@ -667,10 +679,13 @@ def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     return identity_of(trace_path(spec, trace_dir), spec.config(), shaking=spec.shaking)
 
 
-def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
+def run_one(
+    spec: RunSpec, trace_dir: str, output: str, reuse: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """One replay as a task: skipped if its folder holds this very run, complete and made by
-    this code (:func:`batsched_ml.results.runfolder.same_run`), else (re)made, with the reason; its
-    error recorded (not raised) if it fails."""
+    this code (:func:`batsched_ml.results.runfolder.same_run`); else linked from the first of
+    the ``reuse`` folders that holds it so (status ``linked``); else (re)made, with the reason;
+    its error recorded (not raised) if it fails."""
     folder = spec.folder(Path(output))
     started = time.perf_counter()
     reason = ""
@@ -679,6 +694,11 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
         done, reason = same_run(folder, identity)
         if done:
             return result_row(spec, folder, "existing", 0.0)
+        for other in reuse:
+            source = spec.folder(Path(other))
+            if same_run(source, identity)[0]:
+                link_run(source, folder)
+                return result_row(spec, folder, "linked", time.perf_counter() - started)
         if reason == "not run yet":
             reason = ""
         from batsched_ml.runs.pipeline import replay_into
@@ -697,6 +717,22 @@ def run_one(spec: RunSpec, trace_dir: str, output: str) -> dict[str, Any]:
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return result_row(spec, folder, "failed", time.perf_counter() - started, last, reason)
     return result_row(spec, folder, "done", time.perf_counter() - started, rerun_reason=reason)
+
+
+def link_run(source: Path, folder: Path) -> None:
+    """``source``'s run into ``folder``, whose files are replaced: each file hard-linked (a
+    copy across file systems), run.json last, so that an interruption leaves no folder that
+    looks complete. A run's files are written once and never changed in place, so the two
+    folders can share them."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    names = sorted(p.name for p in source.iterdir() if p.is_file())
+    for name in sorted(names, key=lambda n: n == RUN_FILE):
+        try:
+            os.link(source / name, folder / name)
+        except OSError:
+            shutil.copy2(source / name, folder / name)
 
 
 #: Rough cost of a run relative to a base replay of the same trace (measured whole commands:
@@ -778,7 +814,6 @@ def run_campaign(
     were under way ``interrupted`` in their run.json, leaves no lock file, and lets the
     interruption through (one ``batsched-ml: interrupted`` line, exit 130/143)."""
     import logging
-    import shutil
     import tempfile
     from importlib.util import find_spec
 
@@ -812,6 +847,7 @@ def run_campaign(
                 spec,
                 str(campaign.trace_dir),
                 str(campaign.output),
+                tuple(str(r) for r in campaign.reuse),
                 pure=False,
                 priority=len(ordered) - rank,
             )

@@ -236,7 +236,7 @@ def rows_from_results(records: Iterable[Mapping[str, object]]) -> list[GapRow]:
     """The gap rows of a campaign's results table (its records), the finished runs only."""
     runs = []
     for record in records:
-        if record.get("status") not in ("done", "existing"):
+        if record.get("status") not in ("done", "existing", "linked"):
             continue
         copy = record.get("copy", 0)
         runs.append(
