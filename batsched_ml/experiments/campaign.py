@@ -74,7 +74,13 @@ import pandas as pd
 
 from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
-from batsched_ml.results.runfolder import RUN_FILE, RunIdentity, mark_interrupted, same_run
+from batsched_ml.results.runfolder import (
+    RUN_FILE,
+    RunIdentity,
+    empty_run_folder,
+    mark_interrupted,
+    same_run,
+)
 from batsched_ml.runs.replaying import planner_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
@@ -720,13 +726,12 @@ def run_one(
 
 
 def link_run(source: Path, folder: Path) -> None:
-    """``source``'s run into ``folder``, whose files are replaced: each file hard-linked (a
-    copy across file systems), run.json last, so that an interruption leaves no folder that
-    looks complete. A run's files are written once and never changed in place, so the two
-    folders can share them."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    """``source``'s run into ``folder``, whose run files are replaced (a folder holding other
+    files is refused): each file hard-linked (a copy across file systems), run.json last, so
+    that an interruption leaves no folder that looks complete. A run's files are written once
+    and never changed in place (a rerun empties its folder first), so two folders can share
+    them."""
+    empty_run_folder(folder)
     names = sorted(p.name for p in source.iterdir() if p.is_file())
     for name in sorted(names, key=lambda n: n == RUN_FILE):
         try:
