@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from batsched_ml.experiments.campaign import FINISHED_STATUSES
 from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
 
@@ -54,23 +55,26 @@ def text(value: Estimate | None, digits: int = 1) -> str:
     return "n/a" if value is None else value.text(100.0, digits)
 
 
-def yardsticks(results: pd.DataFrame) -> pd.DataFrame:
-    """The complete runs of the default set-up: no classifier option, EASY with the requested
-    time (a campaign's other dispatchers and predictors, such as probabilistic backfilling,
-    are compared by :func:`dispatcher_table`)."""
-    results = results[results["status"].isin(["done", "existing", "linked"])]
+def finished_defaults(results: pd.DataFrame) -> pd.DataFrame:
+    """The finished runs without a classifier option, with the requested time."""
+    results = results[results["status"].isin(FINISHED_STATUSES)]
     results = results[results["classifier_options"].fillna("") == ""]
-    results = results[results["dispatcher"].fillna("easy") == "easy"]
     return results[results["predictor"].fillna("requested") == "requested"]
+
+
+def yardsticks(results: pd.DataFrame) -> pd.DataFrame:
+    """The finished runs of the default set-up, EASY (a campaign's other dispatchers, such as
+    probabilistic backfilling, are compared by :func:`dispatcher_table`)."""
+    results = finished_defaults(results)
+    return results[results["dispatcher"].fillna("easy") == "easy"]
 
 
 def dispatcher_table(results: pd.DataFrame) -> str:
     """Each other dispatcher of the base variant (e.g. ``probabilistic``) against EASY, per
     trace and policy, paired per copy: its gain over EASY with a 95 % interval, and both mean
     bounded slowdowns; empty when the campaign has none."""
-    done = results[results["status"].isin(["done", "existing", "linked"])]
-    done = done[(done["variant"] == BASE) & (done["classifier_options"].fillna("") == "")]
-    done = done[done["predictor"].fillna("requested") == "requested"]
+    done = finished_defaults(results)
+    done = done[done["variant"] == BASE]
     easy = {
         (str(r["trace"]), str(r["policy"]), int(r["copy"])): r
         for _, r in done[done["dispatcher"].fillna("easy") == "easy"].iterrows()

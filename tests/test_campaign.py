@@ -298,29 +298,26 @@ workers = 2
     ]
 
 
+def one_trace_campaign(path: Path, trace: str, variants: list[str], head: str) -> Path:
+    """A campaign file over ``trace`` (in ``traces/`` beside it) under FCFS, one local worker;
+    ``head``: the other lines of its ``[campaign]`` table (``output = ...``)."""
+    quoted = ", ".join(f'"{v}"' for v in variants)
+    return write(
+        path,
+        f'[campaign]\n{head}\ntrace_dir = "traces"\ntraces = ["{trace}"]\n'
+        f'policies = ["fcfs"]\nvariants = [{quoted}]\n\n[dask]\nworkers = 1\n',
+    )
+
+
 def test_campaigns_sharing_an_output_folder_each_leave_every_run_in_its_table(tmp_path) -> None:
     """The folder's results.csv, which report reads as its runs, names the runs of every
     campaign that wrote into it (it used to name the last campaign's alone), as long as their
     folders hold them."""
     trace = small_trace(tmp_path / "traces", jobs=300)
-    files = []
-    for name, variant in (("a", "base"), ("b", "class-clairvoyant")):
-        files.append(
-            write(
-                tmp_path / f"{name}.toml",
-                f"""
-[campaign]
-output = "out"
-trace_dir = "traces"
-traces = ["{trace}"]
-policies = ["fcfs"]
-variants = ["{variant}"]
-
-[dask]
-workers = 1
-""",
-            )
-        )
+    files = [
+        one_trace_campaign(tmp_path / f"{name}.toml", trace, [variant], 'output = "out"')
+        for name, variant in (("a", "base"), ("b", "class-clairvoyant"))
+    ]
     run_campaign(load_campaign(files[0]))
     table = run_campaign(load_campaign(files[1]))
     assert table["variant"].tolist() == ["class-clairvoyant"]  # what this campaign ran
@@ -342,25 +339,17 @@ def test_a_campaign_links_the_runs_another_campaign_made_instead_of_replaying_th
     code, is linked (its files the same inodes), not replayed; one it does not hold, or holds
     incomplete, is replayed."""
     trace = small_trace(tmp_path / "traces", jobs=300)
-    common = f"""
-trace_dir = "traces"
-traces = ["{trace}"]
-policies = ["fcfs"]
-
-[dask]
-workers = 1
-"""
-    first = write(
-        tmp_path / "a.toml",
-        f'[campaign]\noutput = "a"\nvariants = ["base", "class-clairvoyant"]\n{common}',
+    first = one_trace_campaign(
+        tmp_path / "a.toml", trace, ["base", "class-clairvoyant"], 'output = "a"'
     )
     run_campaign(load_campaign(first))
     gone = tmp_path / "a" / trace / "fcfs-class-clairvoyant"
     (gone / "summary.json").unlink()  # incomplete there: replayed here
-    second = write(
+    second = one_trace_campaign(
         tmp_path / "b.toml",
-        f'[campaign]\noutput = "b"\nreuse = ["a"]\n'
-        f'variants = ["base", "class-clairvoyant", "runtime-clairvoyant"]\n{common}',
+        trace,
+        ["base", "class-clairvoyant", "runtime-clairvoyant"],
+        'output = "b"\nreuse = ["a"]',
     )
     campaign = load_campaign(second)
     assert campaign.reuse == [(tmp_path / "a").resolve()]
@@ -378,7 +367,7 @@ workers = 1
     again = run_campaign(campaign)
     assert again["status"].tolist() == ["existing"] * 3
     with pytest.raises(CampaignError, match="reuse must be a list of folders"):
-        load_campaign(write(tmp_path / "c.toml", f'[campaign]\nreuse = "a"\n{common}'))
+        load_campaign(one_trace_campaign(tmp_path / "c.toml", trace, ["base"], 'reuse = "a"'))
 
 
 def _worker_log_level() -> int:

@@ -643,6 +643,11 @@ def _refusal(name: str, options: str, check: Callable[[str, dict], dict]) -> str
     return None
 
 
+#: The statuses of a results row whose run folder holds the finished run: replayed now, found
+#: there, or linked from a reused folder (the others: ``failed``)
+FINISHED_STATUSES = ("done", "existing", "linked")
+
+
 def result_row(
     spec: RunSpec,
     folder: Path,

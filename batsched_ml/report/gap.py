@@ -234,9 +234,11 @@ def method_label(run: Mapping[str, object]) -> str:
 
 def rows_from_results(records: Iterable[Mapping[str, object]]) -> list[GapRow]:
     """The gap rows of a campaign's results table (its records), the finished runs only."""
+    from batsched_ml.experiments.campaign import FINISHED_STATUSES
+
     runs = []
     for record in records:
-        if record.get("status") not in ("done", "existing", "linked"):
+        if record.get("status") not in FINISHED_STATUSES:
             continue
         copy = record.get("copy", 0)
         runs.append(
