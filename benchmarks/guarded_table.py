@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from batsched_ml.experiments.campaign import FINISHED_STATUSES
+from batsched_ml.experiments.campaign import FINISHED_STATUSES, read_results
 from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
 
@@ -178,7 +178,7 @@ def main() -> int:
     args = parser.parse_args()
     frames = []
     for path in args.results:
-        frame = pd.read_csv(path, dtype={"classifier_options": str})
+        frame = read_results(path)
         frame["path"] = [str(path.parent / folder) for folder in frame["path"]]  # the output's
         frames.append(frame)
     combined = pd.concat(frames, ignore_index=True)  # a run listed by two campaigns: once

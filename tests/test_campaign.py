@@ -22,6 +22,7 @@ from batsched_ml.experiments.campaign import (
     run_campaign,
     run_identity,
     run_one,
+    write_results,
 )
 from batsched_ml.report.data import find_runs
 from batsched_ml.workload.io import load_workload
@@ -330,6 +331,29 @@ def test_campaigns_sharing_an_output_folder_each_leave_every_run_in_its_table(tm
     shutil.rmtree(out / trace / "fcfs-base")
     run_campaign(load_campaign(files[1]))
     assert pd.read_csv(out / "results.csv")["path"].tolist() == [f"{trace}/fcfs-class-clairvoyant"]
+
+
+def test_an_earlier_table_whose_run_id_reads_as_a_number_is_written_back_as_text(
+    tmp_path,
+) -> None:
+    """A hexadecimal run id made only of digits and one ``e`` (``1234e567``) is a number to
+    pandas: the earlier table's text columns are read as text, so the folder's table is written
+    back (Parquet refused the mixed column) with the id unchanged."""
+    trace = small_trace(tmp_path / "traces", jobs=300)
+    first = one_trace_campaign(tmp_path / "a.toml", trace, ["base"], 'output = "out"')
+    second = one_trace_campaign(tmp_path / "b.toml", trace, ["class-clairvoyant"], 'output = "out"')
+    run_campaign(load_campaign(first))
+    out = tmp_path / "out"
+    earlier = pd.read_csv(out / "results.csv", dtype={"run_id": str})
+    earlier["run_id"] = "1234e567"
+    earlier.to_csv(out / "results.csv", index=False)
+    table = run_campaign(load_campaign(second))
+    written = pd.read_csv(out / "results.csv", dtype=str)
+    assert written["run_id"].tolist() == [table["run_id"].iloc[0], "1234e567"]
+    parquet = pd.read_parquet(out / "results.parquet")
+    assert parquet["run_id"].tolist() == written["run_id"].tolist()
+    write_results(table, out)  # again: the id stays text
+    assert pd.read_csv(out / "results.csv", dtype=str)["run_id"].iloc[1] == "1234e567"
 
 
 def test_a_campaign_links_the_runs_another_campaign_made_instead_of_replaying_them(

@@ -132,6 +132,36 @@ RESULT_COLUMNS = (
 )
 
 
+#: the columns of results.csv that hold text: read as text, or a run id such as ``1234e567``
+#: (hexadecimal) becomes a number and the table cannot be written back
+TEXT_RESULT_COLUMNS = (
+    "trace",
+    "policy",
+    "variant",
+    "predictor",
+    "correction",
+    "dispatcher",
+    "predictor_options",
+    "dispatcher_options",
+    "classifier_options",
+    "status",
+    "path",
+    "run_id",
+    "rerun_reason",
+    "error",
+)
+
+
+def read_results(path: str | Path) -> pd.DataFrame:
+    """A campaign's ``results.csv`` with its text columns as text (an empty cell is missing)."""
+    return pd.read_csv(
+        path,
+        keep_default_na=False,
+        na_values=[""],
+        dtype={column: str for column in TEXT_RESULT_COLUMNS},
+    )
+
+
 class CampaignError(UserError, ValueError):
     """A campaign file that cannot be run; the message names the file and the field."""
 
@@ -950,7 +980,7 @@ def with_earlier_runs(table: pd.DataFrame, output: Path) -> pd.DataFrame:
     if not path.exists():
         return table
     try:
-        earlier = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        earlier = read_results(path)
     except (OSError, ValueError) as exc:  # unreadable: said, and replaced by this table
         print(f"batsched-ml: {path}: unreadable ({exc}); written anew", file=sys.stderr)
         return table

@@ -117,7 +117,9 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
         candidates = [root / "summary.json"] if (root / "summary.json").exists() else []
         results = root / "results.csv"
         if results.exists():  # a campaign's table names its runs (failed ones have no folder)
-            table = pd.read_csv(results)
+            from batsched_ml.experiments.campaign import read_results
+
+            table = read_results(results)
             table = table[table["status"] != "failed"]
             candidates += [root / p / "summary.json" for p in table["path"]]
         else:
