@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 from procset import ProcSet
 
+from batsched_ml.job import Job
 from batsched_ml.protocol.events import JobCompleted, JobSubmitted, Message, SimulationBegins
 from batsched_ml.scheduler.core import Component, EasyScheduler, WaitingJob
 from batsched_ml.scheduler.predictors import ActualRuntime
@@ -147,3 +149,32 @@ def test_the_kept_queue_is_the_walks(policy: str) -> None:
         assert len(sim.rows) == 150
         assert kept._kept == (round != 5)  # a changed threshold: the walk from then on
     assert moved > 100  # starving jobs were really kept at the head
+
+
+def test_wfp_s_float_sort_is_the_tuple_sort() -> None:
+    """The WFP queue sorted by its float priority, ranks apart and ties put in arrival order
+    (``core._wfp_sorted``), is the list the tuple key sorts, on queues full of ties (jobs
+    queued at the pass's very time, equal waits over equal estimates, -0.0 and 0.0), mixed
+    ranks and any input order."""
+    from batsched_ml.scheduler.core import _wfp_sorted
+    from batsched_ml.scheduler.policies import POLICIES
+
+    key = POLICIES["wfp"].key
+    rng = random.Random(7)
+    ties = 0
+    for case in range(400):
+        now = rng.choice([100.0, 250.0, 1e6])
+        entries = []
+        for seq in range(rng.randint(0, 40)):
+            subtime = rng.choice([now, now, 0.0, 50.0, 99.5, now - 1e-9])
+            res = rng.choice([1, 2, 4, 64])
+            job = Job.from_batsim(f"w!{seq}", {"subtime": subtime, "res": res, "profile": "p"})
+            estimate = rng.choice([10.0, 100.0, 3600.0, 1e-3])
+            rank = rng.choice([0, 0, 1]) if case % 2 else 0
+            entries.append(WaitingJob(job, seq, estimate, res, subtime, estimate, rank))
+        rng.shuffle(entries)
+        expected = sorted(entries, key=lambda e: (e.rank, *key(e, now)))
+        assert _wfp_sorted(entries, now) == expected
+        assert [e.seq for e in _wfp_sorted(entries, now)] == [e.seq for e in expected]
+        ties += sum(key(a, now)[0] == key(b, now)[0] for a, b in itertools.pairwise(expected))
+    assert ties > 1000  # the ties were many

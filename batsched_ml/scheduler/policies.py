@@ -71,9 +71,15 @@ def _saf(job: Waiting, now: float) -> tuple[float, float, int]:
     return (job.rank_est * job.res, job.subtime, job.seq)
 
 
-def _wfp(job: Waiting, now: float) -> tuple[float, float, int]:
+def wfp_priority(job: Waiting, now: float) -> float:
+    """WFP's key before its ties (by arrival): minus the cube of the wait over the estimate,
+    times the processors (the largest first)."""
     wait = now - job.subtime
-    return (-((wait / job.rank_est) ** 3) * job.res, job.subtime, job.seq)
+    return -((wait / job.rank_est) ** 3) * job.res
+
+
+def _wfp(job: Waiting, now: float) -> tuple[float, float, int]:
+    return (wfp_priority(job, now), job.subtime, job.seq)
 
 
 POLICIES: dict[str, Policy] = {
