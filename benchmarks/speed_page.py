@@ -77,9 +77,17 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   between passes, and a job moves to the starving head once, when it starts starving, instead
   of every waiting job being tested, the starving ones sorted and the rest filtered at every
   pass (`batsched_ml/scheduler/core.py`): that was two thirds of the scheduler's time on RICC
-  under SPF, with about 1,700 jobs waiting. Plug-in orders, WFP and PRB re-order the queue at
-  each pass as before. `tests/test_policies.py` compares the kept queue with the whole walk
-  at every message on random workloads.
+  under SPF, with about 1,700 jobs waiting. Plug-in orders re-order the queue at each pass as
+  before. `tests/test_policies.py` compares the kept queue with the whole walk at every
+  message on random workloads.
+- **Orders that change with time sort less.** WFP and PRB must order the queue again at each
+  pass, but the queue is given to the sort in the last pass's order, which changes little (a
+  comparison a job instead of log2 of the queue's length); WFP's queue is sorted by its float
+  priority alone, ties put in arrival order afterwards, instead of by a tuple built for each
+  job; and a pass where no waiting job fits the free machines, which can start nothing, is
+  skipped (under EASY and list scheduling; a quarter of HPC2N's passes under WFP).
+  `tests/test_policies.py` compares the float sort with the tuple sort on queues full of
+  ties, `tests/test_easy.py` checks every skipped pass of random replays.
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
