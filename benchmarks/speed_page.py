@@ -87,7 +87,11 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   job; and a pass where no waiting job fits the free machines, which can start nothing, is
   skipped (under EASY and list scheduling; a quarter of HPC2N's passes under WFP).
   `tests/test_policies.py` compares the float sort with the tuple sort on queues full of
-  ties, `tests/test_easy.py` checks every skipped pass of random replays.
+  ties, `tests/test_easy.py` checks every skipped pass of random replays. Every job waiting
+  is still given its priority at each pass, a cost that grows with the queue: on RICC, with
+  thousands waiting for weeks, WFP takes minutes (the table's last row), where the static
+  orders take seconds. An exact order that touches only the jobs a pass can start is not
+  built yet.
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.

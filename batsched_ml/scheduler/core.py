@@ -262,6 +262,8 @@ class BatchScheduler:
         self.no_more_static_jobs = False
         self.ended = False
         self.now = 0.0  # the last message's time
+        # the last pass's reservation; None when the whole queue started, or when a WFP or
+        # PRB pass was skipped for want of free machines (see _nothing_fits)
         self.last_reservation: Reservation | None = None
         self.rejected: list[str] = []
         self._immediate: list[Event] = []
