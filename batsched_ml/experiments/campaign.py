@@ -132,24 +132,24 @@ RESULT_COLUMNS = (
 )
 
 
-#: the columns of results.csv that hold text: read as text, or a run id such as ``1234e567``
-#: (hexadecimal) becomes a number and the table cannot be written back
-TEXT_RESULT_COLUMNS = (
-    "trace",
-    "policy",
-    "variant",
-    "predictor",
-    "correction",
-    "dispatcher",
-    "predictor_options",
-    "dispatcher_options",
-    "classifier_options",
-    "status",
-    "path",
-    "run_id",
-    "rerun_reason",
-    "error",
+#: the columns of results.csv that hold numbers; the others hold text, and are read as text
+#: (:func:`read_results`), or a run id such as ``1234e567`` (hexadecimal) becomes a number and
+#: the table cannot be written back
+NUMBER_RESULT_COLUMNS = frozenset(
+    {
+        "seed",
+        "copy",
+        "shake_seconds",
+        "seconds",
+        *SUMMARY_COLUMNS,
+        "accuracy",
+        "APA",
+        "MAE",
+        "UR",
+        "predict_us_per_job",
+    }
 )
+TEXT_RESULT_COLUMNS = tuple(c for c in RESULT_COLUMNS if c not in NUMBER_RESULT_COLUMNS)
 
 
 def read_results(path: str | Path) -> pd.DataFrame:
