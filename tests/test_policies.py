@@ -10,7 +10,8 @@ from procset import ProcSet
 
 from batsched_ml.job import Job
 from batsched_ml.protocol.events import JobCompleted, JobSubmitted, Message, SimulationBegins
-from batsched_ml.scheduler.core import Component, EasyScheduler, WaitingJob
+from batsched_ml.scheduler.core import BatchScheduler, Component, EasyScheduler, WaitingJob
+from batsched_ml.scheduler.dispatchers import Easy, ListScheduling
 from batsched_ml.scheduler.predictors import ActualRuntime
 from batsched_ml.sim.simulator import BatsimSimulator
 from tests.test_easy import random_workload
@@ -178,3 +179,68 @@ def test_wfp_s_float_sort_is_the_tuple_sort() -> None:
         assert [e.seq for e in _wfp_sorted(entries, now)] == [e.seq for e in expected]
         ties += sum(key(a, now)[0] == key(b, now)[0] for a, b in itertools.pairwise(expected))
     assert ties > 1000  # the ties were many
+
+
+class WholeQueueEasy:
+    """EASY as it is, behind another class: the scheduler then gives it the whole ordered queue
+    at every pass (and skips none), as it did before WFP's passes were given only what fits."""
+
+    def __init__(self, backfilling: bool) -> None:
+        self.easy = Easy(backfilling=backfilling)
+
+    def decide(self, queue, free, ends, now, starving):
+        return self.easy.decide(queue, free, ends, now, starving)
+
+
+def test_a_wfp_pass_given_what_fits_decides_as_one_given_the_whole_queue() -> None:
+    """Under WFP an EASY or list-scheduling pass is given the heads, the first job that does
+    not fit and the jobs behind it that fit (``_wfp_pass_queue``), and skipped when nothing
+    fits: the replies are those of a pass given the whole ordered queue, message by message,
+    with starving, backdated and ranked jobs, and bursts of more heads than it finds one by
+    one."""
+    rng = random.Random("wfp-pass")
+    filtered = 0
+    for round in range(16):
+        machines = rng.choice([4, 8, 13, 32])
+        workload = random_workload(rng, 150, machines)
+        threshold = rng.choice([None, 0.0, 30.0, 600.0])
+        predictor = rng.choice([None, ActualRuntime])
+        backfilling = round % 4 != 3
+        parts = [[Backdating(f"{round}")], [Backdating(f"{round}")]] if round % 2 else [[], []]
+        given_what_fits, given_all = (
+            BatchScheduler(
+                "wfp",
+                predictor and predictor(),
+                dispatcher,
+                starvation_threshold=threshold,
+                components=components,
+            )
+            for dispatcher, components in zip(
+                (
+                    Easy(backfilling=True) if backfilling else ListScheduling(),
+                    WholeQueueEasy(backfilling=backfilling),
+                ),
+                parts,
+                strict=True,
+            )
+        )
+        sim = BatsimSimulator([workload], [f"h{i}" for i in range(machines)])
+        message = sim.start()
+        while message is not None:
+            waiting = len(given_what_fits.waiting)
+            reply = given_what_fits.handle(message)
+            assert given_all.handle(message) == reply
+            made = given_what_fits.last_reservation
+            if made is not None:  # the same head and reservation (None: a skipped pass)
+                whole = given_all.last_reservation
+                assert whole is not None
+                assert (made.head.job.id, made.shadow, made.extra, made.left) == (
+                    whole.head.job.id,
+                    whole.shadow,
+                    whole.extra,
+                    whole.left,
+                )
+                filtered += waiting > 0
+            message = sim.step(reply)
+        assert len(sim.rows) == 150
+    assert filtered > 200  # passes with a head were many

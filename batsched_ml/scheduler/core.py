@@ -146,6 +146,43 @@ def _wfp_sorted(entries: list[WaitingJob], now: float) -> list[WaitingJob]:
     return out
 
 
+#: the heads a WFP pass finds one by one (:meth:`BatchScheduler._wfp_pass_queue`) before it
+#: sorts the rest of the queue whole
+_FIRST_HEADS = 8
+
+
+def _wfp_first(entries: list[WaitingJob], now: float) -> int:
+    """The index of the first of ``entries`` (not empty) in WFP's order: the smallest
+    ``(rank, priority, subtime, seq)``, the tuple :func:`_wfp_sorted` sorts by, compared field
+    by field without a tuple."""
+    best = 0
+    head = entries[0]
+    best_rank = head.rank
+    best_priority = wfp_priority(head, now)
+    best_subtime = head.subtime
+    best_seq = head.seq
+    for i in range(1, len(entries)):
+        entry = entries[i]
+        rank = entry.rank
+        if rank > best_rank:
+            continue
+        priority = wfp_priority(entry, now)
+        if rank == best_rank:
+            if priority > best_priority:
+                continue
+            if priority == best_priority and (
+                entry.subtime > best_subtime
+                or (entry.subtime == best_subtime and entry.seq > best_seq)
+            ):
+                continue
+        best = i
+        best_rank = rank
+        best_priority = priority
+        best_subtime = entry.subtime
+        best_seq = entry.seq
+    return best
+
+
 def _by_wfp_priority(entries: list[WaitingJob], now: float) -> list[WaitingJob]:
     """``entries`` (all of one rank) by WFP priority, ties in arrival order."""
     keys = [wfp_priority(entry, now) for entry in entries]
@@ -549,21 +586,11 @@ class BatchScheduler:
                 self._last_order = queue
         else:
             queue = self._sorted
-        threshold = self.starvation_threshold
-        if threshold is None or not queue:
+        if not queue:
             return queue
-        starving: list[WaitingJob] = []
-        for entry in self.waiting.values():  # arrival order = Batsim's submission order
-            if now - entry.job.subtime <= threshold:
-                break
-            if now - entry.subtime > threshold:
-                starving.append(entry)
-        for entry in self._backdated.values():  # resubmissions waiting since their original
-            if now - entry.job.subtime <= threshold < now - entry.subtime:
-                starving.append(entry)
+        starving = self._starving(now)
         if not starving:
             return queue
-        starving.sort(key=lambda entry: (entry.subtime, entry.seq))
         if len(starving) <= len(queue) and all(map(operator.is_, starving, queue)):
             return queue  # already first, in that order (FCFS's oldest jobs): no copy
         if not self.policy.dynamic and len(starving) <= 32:
@@ -580,6 +607,64 @@ class BatchScheduler:
                 return starving + rest
         chosen = {id(entry) for entry in starving}
         return starving + [entry for entry in queue if id(entry) not in chosen]
+
+    def _starving(self, now: float) -> list[WaitingJob]:
+        """The jobs waiting for longer than the starvation threshold at ``now``, oldest first
+        (by subtime, then arrival): the head of the queue a pass walks."""
+        threshold = self.starvation_threshold
+        if threshold is None:
+            return []
+        starving: list[WaitingJob] = []
+        for entry in self.waiting.values():  # arrival order = Batsim's submission order
+            if now - entry.job.subtime <= threshold:
+                break
+            if now - entry.subtime > threshold:
+                starving.append(entry)
+        for entry in self._backdated.values():  # resubmissions waiting since their original
+            if now - entry.job.subtime <= threshold < now - entry.subtime:
+                starving.append(entry)
+        starving.sort(key=_starving_key)
+        return starving
+
+    def _wfp_pass_queue(self, now: float) -> list[WaitingJob]:
+        """What an EASY (or list scheduling) pass under WFP needs of :meth:`ordered_queue`'s
+        list, in its order: the jobs that start at the head, the first that does not fit (the
+        head, whose reservation the pass makes), then only the jobs behind it that fit the
+        machines left free, the only ones EASY can backfill. The pass makes the same decisions
+        and reservation on it as on the whole list (a job that does not fit is passed over and
+        the free machines only decrease), without every waiting job's priority being sorted:
+        the heads are found one by one (:func:`_wfp_first`), and only the jobs that fit are
+        sorted. On RICC, with thousands waiting, the whole sort at each pass was nearly all of
+        the replay. More than a few heads starting at once: the whole sort, as before."""
+        starving = self._starving(now)
+        free = self.free.count
+        out: list[WaitingJob] = []
+        for i, entry in enumerate(starving):
+            if entry.res > free:  # the head, among the starving
+                out.append(entry)
+                out.extend([other for other in starving[i + 1 :] if other.res <= free])
+                chosen = {id(other) for other in starving}
+                rest = [e for e in self.waiting.values() if e.res <= free and id(e) not in chosen]
+                out.extend(_wfp_sorted(rest, now))
+                return out
+            free -= entry.res
+            out.append(entry)
+        if starving:
+            chosen = {id(entry) for entry in starving}
+            rest = [entry for entry in self.waiting.values() if id(entry) not in chosen]
+        else:
+            rest = list(self.waiting.values())
+        while rest:
+            if len(out) - len(starving) >= _FIRST_HEADS:
+                out.extend(_wfp_sorted(rest, now))
+                return out
+            first = rest.pop(_wfp_first(rest, now))
+            out.append(first)
+            if first.res > free:  # the head
+                out.extend(_wfp_sorted([e for e in rest if e.res <= free], now))
+                return out
+            free -= first.res
+        return out
 
     def _dynamic_input(self) -> list[WaitingJob]:
         """The waiting entries, for the sort of a dynamic order: in arrival order, or, under a
@@ -667,7 +752,11 @@ class BatchScheduler:
         if self._resort and not self.audit and self._nothing_fits():
             self.last_reservation = None
             return []
-        queue = self.ordered_queue(now)  # may be self._sorted itself: not changed until the end
+        if self.policy is _WFP and self._walks_what_fits():
+            queue = self._wfp_pass_queue(now)
+            self._last_order, self._arrivals = [], []  # ordered_queue: from the arrival order
+        else:
+            queue = self.ordered_queue(now)  # may be self._sorted itself: unchanged until the end
         starving = self._head_starving(queue, now)
         if getattr(self.dispatcher, "incremental", False):  # EASY (dispatchers.Easy)
             decide: Any = self.dispatcher.decide
@@ -687,6 +776,15 @@ class BatchScheduler:
         for entry, alloc in started:
             decisions.extend(self.start(entry, alloc, now))
         return decisions
+
+    def _walks_what_fits(self) -> bool:
+        """Whether the dispatcher is EASY (backfilling in queue order) or list scheduling:
+        passes that start jobs that fit the free machines, in queue order, and pass over the
+        others (what :meth:`_wfp_pass_queue` relies on)."""
+        dispatcher = self.dispatcher
+        if type(dispatcher) is ListScheduling:
+            return True
+        return type(dispatcher) is Easy and not dispatcher.shortest_first
 
     def _nothing_fits(self) -> bool:
         """Whether every waiting job needs more machines than are free, under EASY or list
