@@ -98,7 +98,7 @@ from batsched_ml.scheduler.parts import Component as Component
 from batsched_ml.scheduler.parts import RunningJob as RunningJob
 from batsched_ml.scheduler.parts import WaitingJob as WaitingJob
 from batsched_ml.scheduler.parts import cut_short as cut_short
-from batsched_ml.scheduler.policies import LJF, POLICIES, PriorityRule, get_policy, wfp_priority
+from batsched_ml.scheduler.policies import LJF, POLICIES, PriorityRule, get_policy, wfp_value
 from batsched_ml.scheduler.predictors import Predictor, RequestedTime
 
 HOUR = 3600.0
@@ -125,7 +125,7 @@ _WFP = POLICIES["wfp"]
 def _wfp_sorted(entries: list[WaitingJob], now: float) -> list[WaitingJob]:
     """``sorted(entries, key=lambda e: (e.rank, *_wfp(e, now)))``, the same list, made
     without a tuple a job: the jobs of each rank (smallest first) sorted by their float
-    priority alone (:func:`.policies.wfp_priority`; Python's sort compares floats natively),
+    priority alone (:func:`.policies.wfp_value`; Python's sort compares floats natively),
     then each run of equal priorities (jobs queued at this very time: a priority of zero) put
     in arrival order, which is what the tuples' next fields decide. Re-sorting a queue of
     thousands at every pass was most of a WFP replay's time on the largest traces."""
@@ -158,7 +158,7 @@ def _wfp_first(entries: list[WaitingJob], now: float) -> int:
     best = 0
     head = entries[0]
     best_rank = head.rank
-    best_priority = wfp_priority(head, now)
+    best_priority = wfp_value(now - head.subtime, head.rank_est, head.res)
     best_subtime = head.subtime
     best_seq = head.seq
     for i in range(1, len(entries)):
@@ -166,7 +166,7 @@ def _wfp_first(entries: list[WaitingJob], now: float) -> int:
         rank = entry.rank
         if rank > best_rank:
             continue
-        priority = wfp_priority(entry, now)
+        priority = wfp_value(now - entry.subtime, entry.rank_est, entry.res)
         if rank == best_rank:
             if priority > best_priority:
                 continue
@@ -185,7 +185,7 @@ def _wfp_first(entries: list[WaitingJob], now: float) -> int:
 
 def _by_wfp_priority(entries: list[WaitingJob], now: float) -> list[WaitingJob]:
     """``entries`` (all of one rank) by WFP priority, ties in arrival order."""
-    keys = [wfp_priority(entry, now) for entry in entries]
+    keys = [wfp_value(now - entry.subtime, entry.rank_est, entry.res) for entry in entries]
     order = sorted(range(len(entries)), key=keys.__getitem__)
     out = [entries[i] for i in order]
     size = len(out)

@@ -27,6 +27,7 @@ entry point of group ``batsched_ml.policies`` (:mod:`batsched_ml.plugins`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -71,11 +72,16 @@ def _saf(job: Waiting, now: float) -> tuple[float, float, int]:
     return (job.rank_est * job.res, job.subtime, job.seq)
 
 
-def wfp_priority(job: Waiting, now: float) -> float:
+def wfp_value(wait: float, estimate: float, processors: int) -> float:
     """WFP's key before its ties (by arrival): minus the cube of the wait over the estimate,
-    times the processors (the largest first)."""
-    wait = now - job.subtime
-    return -((wait / job.rank_est) ** 3) * job.res
+    times the processors (the largest first). ``math.pow``, which is what ``**`` computes
+    for floats (C's ``pow``), because compiled it is C's ``pow`` on unboxed floats."""
+    return -math.pow(wait / estimate, 3.0) * processors
+
+
+def wfp_priority(job: Waiting, now: float) -> float:
+    """:func:`wfp_value` of a waiting job at ``now``."""
+    return wfp_value(now - job.subtime, job.rank_est, job.res)
 
 
 def _wfp(job: Waiting, now: float) -> tuple[float, float, int]:
