@@ -81,17 +81,18 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   before. `tests/test_policies.py` compares the kept queue with the whole walk at every
   message on random workloads.
 - **Orders that change with time sort less.** WFP and PRB must order the queue again at each
-  pass, but the queue is given to the sort in the last pass's order, which changes little (a
-  comparison a job instead of log2 of the queue's length); WFP's queue is sorted by its float
-  priority alone, ties put in arrival order afterwards, instead of by a tuple built for each
-  job; and a pass where no waiting job fits the free machines, which can start nothing, is
-  skipped (under EASY and list scheduling; a quarter of HPC2N's passes under WFP).
-  `tests/test_policies.py` compares the float sort with the tuple sort on queues full of
-  ties, `tests/test_easy.py` checks every skipped pass of random replays. Every job waiting
-  is still given its priority at each pass, a cost that grows with the queue: on RICC, with
-  thousands waiting for weeks, WFP takes minutes (the table's last row), where the static
-  orders take seconds. An exact order that touches only the jobs a pass can start is not
-  built yet.
+  pass. Under EASY (and list scheduling) a WFP pass is given only what it can use: the jobs
+  that start at the head, found one by one, the first that does not fit (the head, whose
+  reservation it makes), and then only the jobs behind it that fit the machines left free,
+  the only ones EASY can backfill, sorted by their priority (a float: ties put in arrival
+  order afterwards). The decisions and the reservation are those of a pass given the whole
+  queue: `tests/test_policies.py` compares the two message by message on random workloads.
+  A pass where no waiting job fits the free machines, which can start nothing, is skipped
+  (a quarter of HPC2N's passes under WFP; `tests/test_easy.py` checks each one). PRB's sort
+  is given the last pass's order, which changes little (about one comparison a job). Finding
+  the heads still computes every waiting job's priority at each pass, a cost that grows with
+  the queue: on RICC, with thousands waiting for weeks, WFP takes minutes (the table's last
+  row), where the static orders take seconds.
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
