@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from batsched_ml.experiments.campaign import FINISHED_STATUSES, read_results
 from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
+from batsched_ml.results.table import FINISHED_STATUSES, read_results
 
 METHOD, GUARDED = "classification-idempotent", "classification-guarded"
 

@@ -81,6 +81,7 @@ from batsched_ml.results.runfolder import (
     mark_interrupted,
     same_run,
 )
+from batsched_ml.results.table import RESULT_COLUMNS, SUMMARY_COLUMNS, read_results
 from batsched_ml.runs.replaying import planner_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
@@ -89,77 +90,7 @@ from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
 #: The figures of a run's ``summary.json`` that its row of the results table copies (the cost
 #: side, from :func:`batsched_ml.results.metrics.summarize`, is None for older runs).
-SUMMARY_COLUMNS = (
-    "jobs",
-    "mean_bsld",
-    "cumulative_bsld",
-    "mean_wait",
-    "max_wait",
-    "kills",
-    "killed_jobs",
-    "wasted_core_hours",
-    "wasted_share",
-    "utilisation",
-    "useful_utilisation",
-)
-
 SEEDED_VARIANTS = ("classification", "classification-idempotent", "classification-guarded")
-RESULT_COLUMNS = (
-    "trace",
-    "policy",
-    "variant",
-    "seed",
-    "copy",
-    "shake_seconds",
-    "predictor",
-    "correction",
-    "dispatcher",
-    "predictor_options",
-    "dispatcher_options",
-    "classifier_options",
-    "status",
-    "seconds",
-    "path",
-    *SUMMARY_COLUMNS,
-    "accuracy",
-    "APA",
-    "MAE",
-    "UR",
-    "predict_us_per_job",
-    "run_id",
-    "rerun_reason",
-    "error",
-)
-
-
-#: the columns of results.csv that hold numbers; the others hold text, and are read as text
-#: (:func:`read_results`), or a run id such as ``1234e567`` (hexadecimal) becomes a number and
-#: the table cannot be written back
-NUMBER_RESULT_COLUMNS = frozenset(
-    {
-        "seed",
-        "copy",
-        "shake_seconds",
-        "seconds",
-        *SUMMARY_COLUMNS,
-        "accuracy",
-        "APA",
-        "MAE",
-        "UR",
-        "predict_us_per_job",
-    }
-)
-TEXT_RESULT_COLUMNS = tuple(c for c in RESULT_COLUMNS if c not in NUMBER_RESULT_COLUMNS)
-
-
-def read_results(path: str | Path) -> pd.DataFrame:
-    """A campaign's ``results.csv`` with its text columns as text (an empty cell is missing)."""
-    return pd.read_csv(
-        path,
-        keep_default_na=False,
-        na_values=[""],
-        dtype={column: str for column in TEXT_RESULT_COLUMNS},
-    )
 
 
 class CampaignError(UserError, ValueError):
@@ -671,11 +602,6 @@ def _refusal(name: str, options: str, check: Callable[[str, dict], dict]) -> str
     except ValueError as exc:
         return str(exc)
     return None
-
-
-#: The statuses of a results row whose run folder holds the finished run: replayed now, found
-#: there, or linked from a reused folder (the others: ``failed``)
-FINISHED_STATUSES = ("done", "existing", "linked")
 
 
 def result_row(

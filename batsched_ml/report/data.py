@@ -27,6 +27,7 @@ from batsched_ml.registry import run_title
 from batsched_ml.report.gap import Estimate, estimate, share_of_ceiling
 from batsched_ml.results.metrics import killed_jobs, logical_jobs, read_jobs_csv, with_job_metrics
 from batsched_ml.results.runfolder import require_complete
+from batsched_ml.results.table import read_results
 
 DAY = 86_400.0
 #: The paper's variants, in the order its figures show them, then the guarded one.
@@ -117,8 +118,6 @@ def find_runs(paths: list[str | Path]) -> list[Run]:
         candidates = [root / "summary.json"] if (root / "summary.json").exists() else []
         results = root / "results.csv"
         if results.exists():  # a campaign's table names its runs (failed ones have no folder)
-            from batsched_ml.experiments.campaign import read_results
-
             table = read_results(results)
             table = table[table["status"] != "failed"]
             candidates += [root / p / "summary.json" for p in table["path"]]

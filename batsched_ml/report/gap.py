@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from batsched_ml.results.table import FINISHED_STATUSES
+
 BASE, CEILING = "base", "class-clairvoyant"
 
 
@@ -234,8 +236,6 @@ def method_label(run: Mapping[str, object]) -> str:
 
 def rows_from_results(records: Iterable[Mapping[str, object]]) -> list[GapRow]:
     """The gap rows of a campaign's results table (its records), the finished runs only."""
-    from batsched_ml.experiments.campaign import FINISHED_STATUSES
-
     runs = []
     for record in records:
         if record.get("status") not in FINISHED_STATUSES:

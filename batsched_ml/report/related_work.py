@@ -18,13 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.experiments.campaign import (
-    RESULT_COLUMNS,
-    Campaign,
-    result_row,
-    spec_of_row,
-)
+from batsched_ml.experiments.campaign import Campaign, result_row, spec_of_row
 from batsched_ml.registry import CORRECTIONS, RELATED_DISPATCHERS
+from batsched_ml.results.table import RESULT_COLUMNS
 from batsched_ml.scheduler.predictors import PREDICTORS as BUILTIN
 
 PREDICTORS = tuple(BUILTIN)  # the page's rows, in the command line's order

@@ -637,23 +637,20 @@ class BatchScheduler:
         sorted. On RICC, with thousands waiting, the whole sort at each pass was nearly all of
         the replay. More than a few heads starting at once: the whole sort, as before."""
         starving = self._starving(now)
-        free = self.free.count
-        out: list[WaitingJob] = []
-        for i, entry in enumerate(starving):
-            if entry.res > free:  # the head, among the starving
-                out.append(entry)
-                out.extend([other for other in starving[i + 1 :] if other.res <= free])
-                chosen = {id(other) for other in starving}
-                rest = [e for e in self.waiting.values() if e.res <= free and id(e) not in chosen]
-                out.extend(_wfp_sorted(rest, now))
-                return out
-            free -= entry.res
-            out.append(entry)
         if starving:
             chosen = {id(entry) for entry in starving}
             rest = [entry for entry in self.waiting.values() if id(entry) not in chosen]
         else:
             rest = list(self.waiting.values())
+        free = self.free.count
+        out: list[WaitingJob] = []
+        for i, entry in enumerate(starving):
+            out.append(entry)
+            if entry.res > free:  # the head, among the starving
+                out.extend([other for other in starving[i + 1 :] if other.res <= free])
+                out.extend(_wfp_sorted([e for e in rest if e.res <= free], now))
+                return out
+            free -= entry.res
         while rest:
             if len(out) - len(starving) >= _FIRST_HEADS:
                 out.extend(_wfp_sorted(rest, now))

@@ -79,13 +79,8 @@ def wfp_value(wait: float, estimate: float, processors: int) -> float:
     return -math.pow(wait / estimate, 3.0) * processors
 
 
-def wfp_priority(job: Waiting, now: float) -> float:
-    """:func:`wfp_value` of a waiting job at ``now``."""
-    return wfp_value(now - job.subtime, job.rank_est, job.res)
-
-
 def _wfp(job: Waiting, now: float) -> tuple[float, float, int]:
-    return (wfp_priority(job, now), job.subtime, job.seq)
+    return (wfp_value(now - job.subtime, job.rank_est, job.res), job.subtime, job.seq)
 
 
 POLICIES: dict[str, Policy] = {
