@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import random
+import struct
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -268,6 +270,38 @@ def test_the_clock_drifts_in_the_random_workloads(engine: Any) -> None:
     starts = [row.split(",")[8] for row in result.rows if ",REJECTED," not in row]
     drifted = [start for start in starts if not start.endswith(("000", "001", "999", "998"))]
     assert drifted, "no start time away from a round value"
+
+
+def fixed6_cases(count: int, seed: int = 6) -> list[float]:
+    """Times of every kind the job table and the messages carry: ties of the sixth decimal
+    (``1 / 128`` is exactly 0.0078125), the ends of the integer arithmetic's range, dyadic
+    fractions (SimGrid's clock is a sum of rounded steps), whole seconds and a half-millionth
+    off them, and any bit pattern at all (mostly outside the range: the printf path)."""
+    rnd = random.Random(seed)
+    values = [0.0078125, 2.5e-7, 1e-7, 9.9e-8, 0.5e-6, 1.0000005, 2.675, 1 / 3, 0.1]
+    values += [8589934591.9999995, 8589934592.5, 4294967295.5000005, 1e-6, 123456.7890125]
+    for k in range(count):
+        kind = k % 4
+        if kind == 0:
+            value = rnd.uniform(0, 1e9)
+        elif kind == 1:
+            value = rnd.randrange(1, 1 << 40) / (1 << rnd.randrange(1, 60))
+        elif kind == 2:
+            value = struct.unpack("d", struct.pack("Q", rnd.getrandbits(64)))[0]
+        else:
+            value = rnd.randrange(0, 10**12) / 10**6 + rnd.choice([0.0, 5e-7, -5e-7])
+        values.append(-value if rnd.random() < 0.2 else value)
+    return [v for v in values if math.isfinite(v)]
+
+
+def test_times_are_written_and_read_as_printf_s_six_decimals(engine: Any) -> None:
+    """The job table's ``%.6f`` and the time the scheduler reads (``float`` of it, as Batsim
+    prints the clock) come from integer arithmetic where the time allows: the same text as
+    Python's ``'%.6f'`` (correctly rounded, ties to even, as glibc's printf) on each value."""
+    for value in fixed6_cases(200_000):
+        text, read = engine._fixed6(value)
+        assert text == f"{value:.6f}", value
+        assert read == (value if value == math.floor(value) else float(text)), value
 
 
 def test_jobs_asking_no_machine_are_rejected_alike(engine: Any, tmp_path: Path) -> None:

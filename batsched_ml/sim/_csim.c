@@ -242,12 +242,45 @@ typedef struct {
     size_t bufcap;
 } Engine;
 
+/* |value| * 10**6 rounded as "%.6f" rounds it, for 1e-7 <= |value| < 2**33: 1 and *scaled set,
+   else 0. glibc's printf (and Python's '%.6f') rounds the exact binary value to nearest, ties to
+   even; here |value| = m / 2**shift exactly (m < 2**53, 20 <= shift <= 76), so m * 10**6 fits in
+   128 bits and the quotient and the remainder of its shift are exact: the same digits, without
+   printf's multi-precision arithmetic (a twentieth of a long replay's time, in printf and strtod).
+   The result is below 2**53: a double holds it exactly. */
+static int
+fixed6_scaled(double value, unsigned long long *scaled)
+{
+    double a = fabs(value);
+    if (!(a >= 1e-7 && a < 8589934592.0))
+        return 0;
+    int e;
+    double fraction = frexp(a, &e); /* a = fraction * 2**e, 0.5 <= fraction < 1 */
+    unsigned long long m = (unsigned long long)ldexp(fraction, 53); /* exact */
+    int shift = 53 - e;
+    unsigned __int128 p = (unsigned __int128)m * 1000000u;
+    unsigned __int128 q = p >> shift;
+    unsigned __int128 rest = p - (q << shift);
+    unsigned __int128 half = (unsigned __int128)1 << (shift - 1);
+    if (rest > half || (rest == half && (q & 1)))
+        q++;
+    *scaled = (unsigned long long)q;
+    return 1;
+}
+
 /* a time as the scheduler reads it: Batsim prints SimGrid's clock with %f (simulator.json_time) */
 static double
 json_time(double clock)
 {
     if (clock == floor(clock))
         return clock;
+    unsigned long long scaled;
+    if (fixed6_scaled(clock, &scaled)) {
+        /* strtod of the "%.6f" text: the double nearest scaled / 10**6, which IEEE division of
+           these two exact doubles gives too */
+        double read = (double)scaled / 1e6;
+        return clock < 0 ? -read : read;
+    }
     char text[64];
     snprintf(text, sizeof text, "%.6f", clock);
     return strtod(text, NULL);
@@ -518,7 +551,8 @@ put_long(char *at, long long value)
 }
 
 /* A double as C's (and Python's) "%.6f": an integer below 2**53 (not -0.0) is its exact
-   decimal and ".000000", written here; anything else goes through snprintf. */
+   decimal and ".000000", a time of the usual range its digits from fixed6_scaled, both written
+   here; anything else goes through snprintf. */
 static char *
 put_fixed6(char *at, double value)
 {
@@ -526,6 +560,19 @@ put_fixed6(char *at, double value)
         !(value == 0 && signbit(value))) {
         at = put_long(at, (long long)value);
         return PUT_LITERAL(at, ".000000");
+    }
+    unsigned long long scaled;
+    if (fixed6_scaled(value, &scaled)) {
+        if (value < 0)
+            *at++ = '-';
+        at = put_long(at, (long long)(scaled / 1000000));
+        *at++ = '.';
+        unsigned long fraction = (unsigned long)(scaled % 1000000);
+        for (int k = 5; k >= 0; k--) {
+            at[k] = (char)('0' + fraction % 10);
+            fraction /= 10;
+        }
+        return at + 6;
     }
     return at + snprintf(at, 360, "%.6f", value); /* %.6f of a double: at most 317 + 7 */
 }
@@ -2283,7 +2330,21 @@ done:
     return out;
 }
 
+/* _fixed6(value): put_fixed6's text and json_time's double of a float, for the tests, which
+   compare them with Python's '%.6f' and float() of it */
+static PyObject *
+fixed6(PyObject *self, PyObject *arg)
+{
+    double value = PyFloat_AsDouble(arg);
+    if (value == -1.0 && PyErr_Occurred())
+        return NULL;
+    char text[400];
+    char *end = put_fixed6(text, value);
+    return Py_BuildValue("(s#d)", text, (Py_ssize_t)(end - text), json_time(value));
+}
+
 static PyMethodDef methods[] = {
+    {"_fixed6", fixed6, METH_O, "_fixed6(value) -> (its %.6f text, the time the scheduler reads)"},
     {"simulate", (PyCFunction)(void (*)(void))simulate, METH_VARARGS | METH_KEYWORDS,
      "simulate(jobs, profiles, nb_machines, handler, types, begins, problems, progress=None): "
      "one static workload through Batsim's actors, handler(message) -> reply deciding; "
