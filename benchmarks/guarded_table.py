@@ -14,9 +14,11 @@ over the method's, per copy); the jobs killed at the divider by each; the weeks 
 on (from each guarded run's ``summary.json``); and the verdicts of the targets: worse than the
 base beyond the 95 % interval (with one copy there is no interval: the sign is shown), at least
 90 % of the method's gain kept (FCFS), no more kills than the method. Figures are means over the
-copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired per copy. When
+copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired per copy. A
+second table gives the cost of each schedule to the machine: the jobs killed at the divider, the
+core-hours of their killed attempts and the useful utilisation (killed attempts left out). When
 the campaigns hold other dispatchers of the base variant (``campaigns/study.toml``'s
-probabilistic backfilling), a second table compares each with EASY the same way.
+probabilistic backfilling), a third table compares each with EASY the same way.
 """
 
 from __future__ import annotations
@@ -147,10 +149,10 @@ def table(results: pd.DataFrame) -> str:
         kept = estimate(kept_values) if kept_values else None
         kills = {v: sum(float(c[v]["kills"]) for c in full) / len(full) for v in (METHOD, GUARDED)}
         jobs = sum(float(c[BASE]["jobs"]) for c in full) / len(full)
-        on = [weeks_on(str(c[GUARDED]["path"])) for c in full]
+        on = [o for c in full if (o := weeks_on(str(c[GUARDED]["path"]))) is not None]
         on_text = (
             f"{sum(o[0] for o in on) / len(on):.0f} of {sum(o[1] for o in on) / len(on):.0f}"
-            if all(o is not None for o in on)
+            if len(on) == len(full)
             else "n/a"
         )
         g = gains[GUARDED]
@@ -170,6 +172,45 @@ def table(results: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def cost_table(results: pd.DataFrame) -> str:
+    """What each variant's schedule costs the machine, per trace and policy, means over the
+    copies: the jobs killed at the divider (share of the jobs), the core-hours their killed
+    attempts used (share of the core-hours of the whole run) and the useful utilisation (the
+    killed attempts left out), beside the base's; empty without guarded runs."""
+    results = yardsticks(results)
+    variants = (BASE, METHOD, GUARDED, CEILING)
+    lines = [
+        "| trace | policy | copies | kills: method | kills: guarded | wasted core-hours: method | "
+        "wasted core-hours: guarded | useful utilisation: base | method | guarded | ceiling |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (trace, policy), group in results.groupby(["trace", "policy"], sort=False):
+        by_copy: dict[int, dict[str, pd.Series]] = defaultdict(dict)
+        for _, run in group.iterrows():
+            by_copy[int(run["copy"])][str(run["variant"])] = run
+        full = [c for c in by_copy.values() if all(v in c for v in variants)]
+        if not full:
+            continue
+
+        def mean(variant: str, column: str, runs: list[dict[str, pd.Series]] = full) -> float:
+            return sum(float(c[variant][column]) for c in runs) / len(runs)
+
+        def killed(variant: str) -> str:
+            share = 100 * mean(variant, "killed_jobs") / mean(BASE, "jobs")
+            return f"{mean(variant, 'killed_jobs'):,.0f} ({share:.1f} %)"
+
+        def wasted(variant: str) -> str:
+            share = 100 * mean(variant, "wasted_share")
+            return f"{mean(variant, 'wasted_core_hours'):,.0f} ({share:.2f} %)"
+
+        useful = " | ".join(f"{100 * mean(v, 'useful_utilisation'):.2f} %" for v in variants)
+        lines.append(
+            f"| {short(str(trace))} | {policy} | {len(full)} | {killed(METHOD)} | "
+            f"{killed(GUARDED)} | {wasted(METHOD)} | {wasted(GUARDED)} | {useful} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -184,6 +225,10 @@ def main() -> int:
     combined = pd.concat(frames, ignore_index=True)  # a run listed by two campaigns: once
     combined = combined.drop_duplicates(subset=["trace", "policy", "variant", "copy", "path"])
     print(table(combined))
+    costs = cost_table(combined)
+    if costs:
+        print()
+        print(costs)
     others = dispatcher_table(combined)
     if others:
         print()
