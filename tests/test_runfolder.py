@@ -215,3 +215,39 @@ def test_the_code_identity_names_the_kernel_and_a_run_of_one_is_not_one_of_the_o
     assert compiled["kernel"] == compiled["simulator"] == "compiled"
     assert compiled["source_sha256"] != python["source_sha256"]
     assert not same_code(compiled, python)
+
+
+def test_a_write_cut_short_leaves_no_scratch_file_and_its_run_is_made_again(
+    tmp_path: Path,
+) -> None:
+    """A full disk stopped a campaign's runs mid-write: the scratch file of the atomic write
+    (``jobs.csv.tmp``) stayed, and the resumed campaign refused the folder as holding a file
+    no run writes. The writer now removes it on failure, and a run's own scratch file left by
+    an older version is the run's: the run is made again there."""
+    from batsched_ml.results.textfile import write_text
+
+    target = tmp_path / "jobs.csv"
+    target.write_text("old\n")
+
+    def parts():
+        yield "new,"
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_text(target, parts())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.csv"]
+    assert target.read_text() == "old\n"
+
+    trace = small_trace(tmp_path / "traces", 300)
+    spec = RunSpec(trace, "fcfs", "base")
+    traces, output = str(tmp_path / "traces"), str(tmp_path / "out")
+    folder = spec.folder(Path(output))
+    assert run_one(spec, traces, output)["status"] == "done"
+    jobs = (folder / "jobs.csv").read_bytes()
+    record = json.loads((folder / "run.json").read_text())
+    (folder / "run.json").write_text(json.dumps({**record, "status": "running"}))
+    (folder / "jobs.csv.tmp").write_text("half a tab")
+    row = run_one(spec, traces, output)
+    assert row["status"] == "done", row.get("error")
+    assert not (folder / "jobs.csv.tmp").exists()
+    assert (folder / "jobs.csv").read_bytes() == jobs

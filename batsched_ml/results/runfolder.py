@@ -38,6 +38,7 @@ from typing import Any
 from batsched_ml import __version__
 from batsched_ml.errors import UserError
 from batsched_ml.results.outputs import RUN_FILE, RUN_OUTPUTS, write_json
+from batsched_ml.results.textfile import SCRATCH_SUFFIX
 
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 
@@ -331,7 +332,9 @@ def _strangers(folder: Path) -> list[str]:
     return sorted(
         p.name
         for p in folder.iterdir()
-        if p.name not in RUN_OUTPUTS and not p.name.startswith(".write-test-")
+        if p.name not in RUN_OUTPUTS
+        and p.name.removesuffix(SCRATCH_SUFFIX) not in RUN_OUTPUTS  # a run's own, cut short
+        and not p.name.startswith(".write-test-")
     )
 
 
