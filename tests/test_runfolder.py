@@ -128,15 +128,18 @@ def test_a_run_that_fails_is_marked_failed_and_refused_by_readers(tmp_path: Path
     assert read_run(tmp_path / "run")["status"] == "interrupted"
 
 
+def campaign_run(tmp_path: Path) -> tuple[RunSpec, str, str, Path]:
+    """A campaign's FCFS run of a 300-job trace, made: its spec, trace folder, output, folder."""
+    spec = RunSpec(small_trace(tmp_path / "traces", 300), "fcfs", "base")
+    traces, output = str(tmp_path / "traces"), str(tmp_path / "out")
+    assert run_one(spec, traces, output)["status"] == "done"
+    return spec, traces, output, spec.folder(Path(output))
+
+
 def test_a_campaign_resumes_only_complete_runs_of_this_code_and_says_why_it_reran(
     tmp_path: Path,
 ) -> None:
-    trace = small_trace(tmp_path / "traces", 300)
-    spec = RunSpec(trace, "fcfs", "base")
-    traces, output = str(tmp_path / "traces"), str(tmp_path / "out")
-    folder = spec.folder(Path(output))
-
-    assert run_one(spec, traces, output)["status"] == "done"
+    spec, traces, output, folder = campaign_run(tmp_path)
     jobs = (folder / "jobs.csv").read_bytes()
     assert run_one(spec, traces, output)["status"] == "existing"
 
@@ -238,11 +241,7 @@ def test_a_write_cut_short_leaves_no_scratch_file_and_its_run_is_made_again(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.csv"]
     assert target.read_text() == "old\n"
 
-    trace = small_trace(tmp_path / "traces", 300)
-    spec = RunSpec(trace, "fcfs", "base")
-    traces, output = str(tmp_path / "traces"), str(tmp_path / "out")
-    folder = spec.folder(Path(output))
-    assert run_one(spec, traces, output)["status"] == "done"
+    spec, traces, output, folder = campaign_run(tmp_path)
     jobs = (folder / "jobs.csv").read_bytes()
     record = json.loads((folder / "run.json").read_text())
     (folder / "run.json").write_text(json.dumps({**record, "status": "running"}))
