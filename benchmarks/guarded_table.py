@@ -15,8 +15,8 @@ on (from each guarded run's ``summary.json``); and the verdicts of the targets: 
 base beyond the 95 % interval (with one copy there is no interval: the sign is shown), at least
 90 % of the method's gain kept (FCFS), no more kills than the method. Figures are means over the
 copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired per copy. A
-second table gives the cost of each schedule to the machine: the jobs killed at the divider, the
-core-hours of their killed attempts and the useful utilisation (killed attempts left out). When
+second table gives the cost of each schedule to the machine beside the kills of the first: the
+core-hours of the killed attempts and the useful utilisation (killed attempts left out). When
 the campaigns hold other dispatchers of the base variant (``campaigns/study.toml``'s
 probabilistic backfilling), a third table compares each with EASY the same way.
 """
@@ -35,6 +35,7 @@ from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, shar
 from batsched_ml.results.table import FINISHED_STATUSES, read_results
 
 METHOD, GUARDED = "classification-idempotent", "classification-guarded"
+VARIANTS = (BASE, METHOD, GUARDED, CEILING)
 
 
 def weeks_on(path: str) -> tuple[int, int] | None:
@@ -113,25 +114,32 @@ def dispatcher_table(results: pd.DataFrame) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
-def table(results: pd.DataFrame) -> str:
-    results = yardsticks(results)
+def full_copies(results: pd.DataFrame) -> dict[tuple[str, str], list[dict[str, pd.Series]]]:
+    """The default set-up's finished runs by trace and policy: the copies that hold a run of
+    each of the four variants, each as its runs by variant (both tables are made of these)."""
     cells: dict[tuple[str, str], dict[int, dict[str, pd.Series]]] = defaultdict(dict)
-    for _, run in results.iterrows():
+    for _, run in yardsticks(results).iterrows():
         copy = int(run["copy"])
         runs = cells[(str(run["trace"]), str(run["policy"]))].setdefault(copy, {})
         if str(run["variant"]) in runs:
             raise SystemExit(f"two runs of {run['variant']} for {run['trace']} {run['policy']}")
         runs[str(run["variant"])] = run
+    out = {}
+    for cell, copies in cells.items():
+        full = [c for c in copies.values() if all(v in c for v in VARIANTS)]
+        if full:
+            out[cell] = full
+    return out
+
+
+def table(results: pd.DataFrame) -> str:
     lines = [
         "| trace | policy | copies | base: mean bounded slowdown | gain: method | gain: guarded | "
         "gain: ceiling | share: method | share: guarded | guarded keeps of the method's gain | "
         "kills: method | kills: guarded | guard on (weeks) | worse than base beyond interval? |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for (trace, policy), copies in cells.items():
-        full = [c for c in copies.values() if all(v in c for v in (BASE, METHOD, GUARDED, CEILING))]
-        if not full:
-            continue
+    for (trace, policy), full in full_copies(results).items():
         gains = {
             v: estimate([gain(of(c, BASE), of(c, v)) for c in full])
             for v in (METHOD, GUARDED, CEILING)
@@ -173,40 +181,28 @@ def table(results: pd.DataFrame) -> str:
 
 
 def cost_table(results: pd.DataFrame) -> str:
-    """What each variant's schedule costs the machine, per trace and policy, means over the
-    copies: the jobs killed at the divider (share of the jobs), the core-hours their killed
-    attempts used (share of the core-hours of the whole run) and the useful utilisation (the
-    killed attempts left out), beside the base's; empty without guarded runs."""
-    results = yardsticks(results)
-    variants = (BASE, METHOD, GUARDED, CEILING)
+    """What each variant's schedule costs the machine beyond the kills of :func:`table`, per
+    trace and policy, means over the copies: the core-hours the killed attempts used (share of
+    the core-hours of the whole run) and the useful utilisation (the killed attempts left out),
+    beside the base's; empty without guarded runs."""
     lines = [
-        "| trace | policy | copies | kills: method | kills: guarded | wasted core-hours: method | "
-        "wasted core-hours: guarded | useful utilisation: base | method | guarded | ceiling |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| trace | policy | copies | wasted core-hours: method | wasted core-hours: guarded | "
+        "useful utilisation: base | method | guarded | ceiling |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for (trace, policy), group in results.groupby(["trace", "policy"], sort=False):
-        by_copy: dict[int, dict[str, pd.Series]] = defaultdict(dict)
-        for _, run in group.iterrows():
-            by_copy[int(run["copy"])][str(run["variant"])] = run
-        full = [c for c in by_copy.values() if all(v in c for v in variants)]
-        if not full:
-            continue
+    for (trace, policy), full in full_copies(results).items():
 
         def mean(variant: str, column: str, runs: list[dict[str, pd.Series]] = full) -> float:
             return sum(float(c[variant][column]) for c in runs) / len(runs)
-
-        def killed(variant: str) -> str:
-            share = 100 * mean(variant, "killed_jobs") / mean(BASE, "jobs")
-            return f"{mean(variant, 'killed_jobs'):,.0f} ({share:.1f} %)"
 
         def wasted(variant: str) -> str:
             share = 100 * mean(variant, "wasted_share")
             return f"{mean(variant, 'wasted_core_hours'):,.0f} ({share:.2f} %)"
 
-        useful = " | ".join(f"{100 * mean(v, 'useful_utilisation'):.2f} %" for v in variants)
+        useful = " | ".join(f"{100 * mean(v, 'useful_utilisation'):.2f} %" for v in VARIANTS)
         lines.append(
-            f"| {short(str(trace))} | {policy} | {len(full)} | {killed(METHOD)} | "
-            f"{killed(GUARDED)} | {wasted(METHOD)} | {wasted(GUARDED)} | {useful} |"
+            f"| {short(trace)} | {policy} | {len(full)} | {wasted(METHOD)} | {wasted(GUARDED)} "
+            f"| {useful} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+#: The suffix of the scratch file :func:`write_text` writes before renaming it.
+SCRATCH_SUFFIX = ".tmp"
+
 
 def write_text(path: Path, text: str | Iterable[str]) -> None:
     """Write ``text`` atomically: a reader sees the old file or the whole new one. ``text``
@@ -26,6 +29,3 @@ def write_text(path: Path, text: str | Iterable[str]) -> None:
         tmp.unlink(missing_ok=True)
         raise
 
-
-#: The suffix of the scratch file :func:`write_text` writes before renaming it.
-SCRATCH_SUFFIX = ".tmp"
