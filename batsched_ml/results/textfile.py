@@ -28,4 +28,3 @@ def write_text(path: Path, text: str | Iterable[str]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
