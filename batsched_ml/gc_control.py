@@ -4,9 +4,9 @@ alive."""
 from __future__ import annotations
 
 import gc
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 
 
 @contextmanager
@@ -28,7 +28,7 @@ def collector_paused() -> Iterator[None]:
 
 
 @contextmanager
-def alive_frozen() -> Iterator[None]:
+def alive_frozen(compiled: ModuleType | None = None) -> Iterator[None]:
     """The objects alive on entry (the workload, the simulator's jobs loaded with the collector
     paused, the modules) left out of the collector's passes until exit (``gc.freeze``), then
     back in its oldest generation (``gc.unfreeze``). Without it the first passes after the
@@ -45,26 +45,31 @@ def alive_frozen() -> Iterator[None]:
     cyclic garbage is found. A cycle that survives a full pass and dies later is reclaimed after
     exit, when the objects are unfrozen, instead of at a later full pass inside. Only the full
     passes of the thread that entered freeze their survivors. A process that froze objects
-    itself is left as it is."""
+    itself is left as it is.
+
+    The callback that freezes them is the compiled simulator's (``compiled``: its
+    ``_gc_freezer``), written in C on purpose: a signal's Python handler runs at the next
+    bytecode that checks for signals, and in a callback written in Python that was the
+    callback's own first one. The ``KeyboardInterrupt`` of a Ctrl-C (or of a SIGTERM) raised
+    there is lost, printed as
+    "unraisable" by the collector, and the run went on. Without the compiled simulator only
+    the objects alive on entry are frozen."""
     if gc.get_freeze_count():
         yield
         return
 
-    # only the passes of the thread that entered: a pass run by another thread (a side
-    # trainer's, in process) could call this after that thread's exit had unfrozen everything
-    # (a thread switch inside the callback), and leave the process frozen for good
-    owner = threading.get_ident()
-
-    def freeze_survivors(phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and info["generation"] == 2 and threading.get_ident() == owner:
-            gc.freeze()
-
+    # only the entering thread's passes (the callback knows its thread): a pass run by another
+    # thread (a side trainer's, in process) could call it after this thread's exit had
+    # unfrozen everything (a thread switch inside the callback), and leave the process frozen
+    freezer = None if compiled is None else compiled._gc_freezer(gc.freeze)
     gc.freeze()
-    gc.callbacks.append(freeze_survivors)
+    if freezer is not None:
+        gc.callbacks.append(freezer)
     try:
         yield
     finally:
-        gc.callbacks.remove(freeze_survivors)
+        if freezer is not None:
+            gc.callbacks.remove(freezer)
         gc.unfreeze()
 
 

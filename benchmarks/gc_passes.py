@@ -30,7 +30,7 @@ if mode == "load-only":
     from batsched_ml.runs import replaying
 
     @contextlib.contextmanager
-    def alive_frozen():
+    def alive_frozen(compiled=None):
         if gc.get_freeze_count():
             yield
             return

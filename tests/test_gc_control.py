@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
+from types import FrameType, ModuleType
 
 import pytest
 
 from batsched_ml.gc_control import alive_frozen, collector_paused
+from batsched_ml.sim import csim
+
+
+@pytest.fixture
+def compiled() -> ModuleType:
+    """The compiled simulator, whose C callback freezes the survivors of full passes: a failure
+    where it must be there (CI sets BATSCHED_ML_REQUIRE_COMPILED=1), else a skip."""
+    module = csim.module()
+    if module is None:
+        if os.environ.get("BATSCHED_ML_REQUIRE_COMPILED") == "1":
+            pytest.fail("the compiled simulator is not built (BATSCHED_ML_REQUIRE_COMPILED=1)")
+        pytest.skip("the compiled simulator is not built in this install (or is turned off)")
+    return module
 
 
 def test_the_collector_is_paused_then_as_before() -> None:
@@ -46,11 +61,11 @@ def test_alive_objects_are_frozen_then_back() -> None:
         gc.unfreeze()
 
 
-def test_survivors_of_a_full_pass_are_frozen_inside() -> None:
+def test_survivors_of_a_full_pass_are_frozen_inside(compiled: ModuleType) -> None:
     """Inside, a full pass's survivors leave the later passes (frozen); young passes leave
     them in; cyclic garbage made inside is still found; at exit nothing stays frozen."""
     callbacks = list(gc.callbacks)
-    with alive_frozen():
+    with alive_frozen(compiled):
         at_entry = gc.get_freeze_count()
         state = [[i] for i in range(5000)]  # a replay's growing state
         gc.collect(0)
@@ -96,11 +111,11 @@ def test_freed_memory_goes_back_to_the_system() -> None:
             libc.free(block)
 
 
-def test_a_full_pass_of_another_thread_freezes_nothing() -> None:
+def test_a_full_pass_of_another_thread_freezes_nothing(compiled: ModuleType) -> None:
     """Only the entering thread's full passes freeze their survivors: another thread's pass
     (an in-process side trainer's) could run its callback after the exit had unfrozen
     everything, and leave the process frozen for good."""
-    with alive_frozen():
+    with alive_frozen(compiled):
         at_entry = gc.get_freeze_count()
         kept = [[i] for i in range(2000)]  # made inside: not frozen yet
         other = threading.Thread(target=gc.collect)
@@ -110,3 +125,38 @@ def test_a_full_pass_of_another_thread_freezes_nothing() -> None:
         gc.collect()  # this thread's full pass freezes them
         assert gc.get_freeze_count() >= at_entry + len(kept)
     assert gc.get_freeze_count() == 0
+
+
+def test_without_the_compiled_simulator_only_the_objects_alive_on_entry_are_frozen() -> None:
+    callbacks = list(gc.callbacks)
+    with alive_frozen(None):
+        at_entry = gc.get_freeze_count()
+        kept = [[i] for i in range(2000)]
+        assert gc.callbacks == callbacks
+        gc.collect()
+        assert gc.get_freeze_count() == at_entry and kept
+    assert gc.get_freeze_count() == 0
+
+
+def test_no_python_code_runs_inside_the_collector_s_passes(compiled: ModuleType) -> None:
+    """A signal's Python handler runs at the next bytecode that checks for signals; inside a
+    gc callback written in Python its KeyboardInterrupt is lost (printed as unraisable) and a
+    Ctrl-C'd replay went on. The callback is C: a profiler sees none of the module's Python
+    code run during a full pass."""
+    import sys
+
+    callbacks = list(gc.callbacks)
+    calls: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    with alive_frozen(compiled):
+        sys.setprofile(profile)
+        try:
+            gc.collect()
+        finally:
+            sys.setprofile(None)
+    assert [call for call in calls if call.startswith("alive_frozen")] == []
+    assert gc.callbacks == callbacks

@@ -463,7 +463,7 @@ def run_replay(
             sim.prepare()
             # the workload and the loaded jobs, frozen before the collector runs again: not
             # traversed by its passes during the replay (see alive_frozen)
-            frozen.enter_context(alive_frozen())
+            frozen.enter_context(alive_frozen(sim.module))
         messages = sim.run(handler, progress)
     result = _result(sim.rows, messages, scheduler, workload, config, sim.engine, started)
     result.batsim = batsim

@@ -2343,7 +2343,12 @@ fixed6(PyObject *self, PyObject *arg)
     return Py_BuildValue("(s#d)", text, (Py_ssize_t)(end - text), json_time(value));
 }
 
+static PyObject *gc_freezer(PyObject *self, PyObject *freeze);
+
 static PyMethodDef methods[] = {
+    {"_gc_freezer", gc_freezer, METH_O,
+     "_gc_freezer(gc.freeze) -> the gc callback freezing the survivors of this thread's full "
+     "passes (batsched_ml.gc_control)"},
     {"_fixed6", fixed6, METH_O, "_fixed6(value) -> (its %.6f text, the time the scheduler reads)"},
     {"simulate", (PyCFunction)(void (*)(void))simulate, METH_VARARGS | METH_KEYWORDS,
      "simulate(jobs, profiles, nb_machines, handler, types, begins, problems, progress=None): "
@@ -2352,6 +2357,66 @@ static PyMethodDef methods[] = {
      "simulator takes."},
     {NULL}
 };
+
+/* The garbage collector's callback that freezes the survivors of one thread's full passes
+   (batsched_ml.gc_control.alive_frozen). It is C so that no Python code runs inside the
+   collector: a signal's Python handler runs at the next bytecode that checks for it, and a
+   KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) raised inside a gc callback is only
+   printed as unraisable, so the run went on. Called with (phase, info) by the collector. */
+typedef struct {
+    PyObject_HEAD
+    unsigned long owner; /* the thread whose full passes freeze */
+    PyObject *freeze;    /* gc.freeze */
+} Freezer;
+
+static void
+freezer_dealloc(PyObject *self)
+{
+    Py_XDECREF(((Freezer *)self)->freeze);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *
+freezer_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    Freezer *f = (Freezer *)self;
+    PyObject *phase, *info;
+    if (!PyArg_ParseTuple(args, "UO!", &phase, &PyDict_Type, &info))
+        return NULL;
+    if (PyThread_get_thread_ident() != f->owner || PyUnicode_CompareWithASCIIString(phase, "stop") != 0)
+        Py_RETURN_NONE;
+    PyObject *generation = PyDict_GetItemString(info, "generation"); /* borrowed */
+    if (generation == NULL || !PyLong_Check(generation) || PyLong_AsLong(generation) != 2)
+        Py_RETURN_NONE;
+    return PyObject_CallNoArgs(f->freeze);
+}
+
+static PyTypeObject FreezerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "batsched_ml.sim._csim.Freezer",
+    .tp_basicsize = sizeof(Freezer),
+    .tp_dealloc = freezer_dealloc,
+    .tp_call = freezer_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "gc callback: the owner thread's full passes freeze their survivors",
+};
+
+/* _gc_freezer(freeze): the callback for the calling thread, calling freeze (gc.freeze) */
+static PyObject *
+gc_freezer(PyObject *self, PyObject *freeze)
+{
+    if (!PyCallable_Check(freeze)) {
+        PyErr_SetString(PyExc_TypeError, "_gc_freezer takes gc.freeze");
+        return NULL;
+    }
+    Freezer *f = PyObject_New(Freezer, &FreezerType);
+    if (f == NULL)
+        return NULL;
+    f->owner = PyThread_get_thread_ident();
+    Py_INCREF(freeze);
+    f->freeze = freeze;
+    return (PyObject *)f;
+}
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
@@ -2399,6 +2464,8 @@ PyInit__csim(void)
         if (*keys[k].key == NULL && (*keys[k].key = PyUnicode_InternFromString(keys[k].text)) == NULL)
             return NULL;
     }
+    if (PyType_Ready(&FreezerType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
