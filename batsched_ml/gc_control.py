@@ -51,9 +51,8 @@ def alive_frozen(compiled: ModuleType | None = None) -> Iterator[None]:
     ``_gc_freezer``), written in C on purpose: a signal's Python handler runs at the next
     bytecode that checks for signals, and in a callback written in Python that was the
     callback's own first one. The ``KeyboardInterrupt`` of a Ctrl-C (or of a SIGTERM) raised
-    there is lost, printed as
-    "unraisable" by the collector, and the run went on. Without the compiled simulator only
-    the objects alive on entry are frozen."""
+    there is lost (printed as "unraisable" by the collector) and the run went on. Without the
+    compiled simulator only the objects alive on entry are frozen."""
     if gc.get_freeze_count():
         yield
         return
