@@ -4,6 +4,7 @@
 Usage::
 
     python benchmarks/guarded_table.py runs/guarded/results.csv [MORE.csv ...]
+    python benchmarks/guarded_table.py runs/study/results.csv --page docs/guarded.md
 
 Reads the campaigns' ``results.csv`` (one row per run; several files are joined, a run listed
 by two of them counted once) and, for each trace and policy, prints one markdown row: the base's mean
@@ -19,6 +20,10 @@ second table gives the cost of each schedule to the machine beside the kills of 
 core-hours of the killed attempts and the useful utilisation (killed attempts left out). When
 the campaigns hold other dispatchers of the base variant (``campaigns/study.toml``'s
 probabilistic backfilling), a third table compares each with EASY the same way.
+
+With ``--page``, the three tables replace the text between the page's markers
+(``<!-- study:begin -->`` and ``<!-- study:end -->``, ``study-cost``, ``study-dispatchers``)
+instead of being printed: the page's tables are this script's, made again with its runs.
 """
 
 from __future__ import annotations
@@ -212,6 +217,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("results", nargs="+", type=Path, help="campaigns' results.csv files")
+    parser.add_argument("--page", type=Path, help="write the tables into this page's markers")
     args = parser.parse_args()
     frames = []
     for path in args.results:
@@ -220,15 +226,24 @@ def main() -> int:
         frames.append(frame)
     combined = pd.concat(frames, ignore_index=True)  # a run listed by two campaigns: once
     combined = combined.drop_duplicates(subset=["trace", "policy", "variant", "copy", "path"])
-    print(table(combined))
-    costs = cost_table(combined)
-    if costs:
-        print()
-        print(costs)
-    others = dispatcher_table(combined)
-    if others:
-        print()
-        print(others)
+    tables = {
+        "study": table(combined),
+        "study-cost": cost_table(combined),
+        "study-dispatchers": dispatcher_table(combined),
+    }
+    if args.page is None:
+        print("\n\n".join(text for text in tables.values() if text))
+        return 0
+    page = args.page.read_text()
+    for name, text in tables.items():
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        if page.count(begin) != 1 or page.count(end) != 1:
+            raise SystemExit(f"{args.page}: no single {begin} ... {end} to write into")
+        head, rest = page.split(begin)
+        _old, tail = rest.split(end)
+        page = f"{head}{begin}\n{text}\n{end}{tail}"
+    args.page.write_text(page)
+    print(f"wrote the tables of {args.page}")
     return 0
 
 
