@@ -13,8 +13,9 @@ What a probe does not see: a change that moves results only on other traces or b
 slice's weeks. The probe is a tripwire, not a proof; the golden set
 (``benchmarks/golden_check.py``) and the reference tests cover whole traces.
 
-``python -m batsched_ml.results.probe write PAGE.md --campaign FILE.toml`` (or ``--paper``)
-writes a page's probes; ``check PAGE.md`` compares them with the current code.
+``python -m batsched_ml.results.probe write PAGE.md --campaign FILE.toml --runs DIR`` (or
+``--paper``; ``--campaign`` and ``--runs`` repeated for a page of several campaigns) writes a
+page's probes; ``check PAGE.md`` compares them with the current code.
 """
 
 from __future__ import annotations
@@ -99,6 +100,18 @@ def settings_of_campaign(path: str | Path) -> tuple[list[ReplayConfig], bool]:
     """The distinct settings of a campaign's runs, and whether it has shaken copies."""
     runs = load_campaign(path).runs
     return _distinct(spec.config() for spec in runs), any(spec.copy for spec in runs)
+
+
+def settings_of_campaigns(paths: Iterable[str | Path]) -> tuple[list[ReplayConfig], bool]:
+    """The distinct settings of several campaigns' runs (a page that shows them all), and
+    whether any has shaken copies."""
+    configs: list[ReplayConfig] = []
+    shaken = False
+    for path in paths:
+        mine, copies = settings_of_campaign(path)
+        configs += mine
+        shaken = shaken or copies
+    return _distinct(configs), shaken
 
 
 def settings_of_paper() -> list[ReplayConfig]:
@@ -242,14 +255,19 @@ def main(argv: list[str] | None = None) -> int:
     write = commands.add_parser("write", help="write a page's probes with the current code")
     write.add_argument("page")
     source = write.add_mutually_exclusive_group(required=True)
-    source.add_argument("--campaign", help="the campaign file whose runs the page shows")
+    source.add_argument(
+        "--campaign",
+        action="append",
+        help="a campaign file whose runs the page shows (repeat it for a page of several)",
+    )
     source.add_argument("--paper", action="store_true", help="the paper's evaluation's settings")
     write.add_argument(
         "--runs",
         required=True,
+        action="append",
         metavar="DIR",
-        help="the folder of the page's runs (every run.json under it): they must have been "
-        "made by the current code",
+        help="a folder of the page's runs (every run.json under it; repeat it for several): "
+        "they must all have been made by the current code",
     )
     check = commands.add_parser("check", help="compare a page's probes with the current code")
     check.add_argument("page")
@@ -260,12 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         for line in missing:
             print(f"{args.page}: differs: {line}", file=sys.stderr)
         return 1 if missing else 0
-    made_by = runs_code(run.parent for run in Path(args.runs).rglob("run.json"))
+    made_by = runs_code(run.parent for runs in args.runs for run in Path(runs).rglob("run.json"))
     if args.paper:
         configs, shaken, source_name = settings_of_paper(), False, "batsched-ml paper-results"
     else:
-        configs, shaken = settings_of_campaign(args.campaign)
-        source_name = Path(args.campaign).as_posix()
+        configs, shaken = settings_of_campaigns(args.campaign)
+        source_name = ", ".join(Path(campaign).as_posix() for campaign in args.campaign)
     try:
         path = write_probes(args.page, configs, shaken=shaken, source=source_name, made_by=made_by)
     except ValueError as exc:
