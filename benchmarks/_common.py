@@ -55,3 +55,18 @@ def run_wrapped(prelude: str, arguments: list[str], tag: str) -> tuple[float, An
     seconds = time.perf_counter() - started
     line = next(line for line in done.stderr.splitlines() if line.startswith(f"{tag} "))
     return seconds, json.loads(line[len(tag) + 1 :])
+
+
+def write_between_markers(page: Path, tables: dict[str, str]) -> None:
+    """Put each of ``tables`` (name -> Markdown) between the page's ``<!-- NAME:begin -->`` and
+    ``<!-- NAME:end -->``, in place of what was there: a page's tables are its script's, made
+    again from the runs. Refuses (nothing written) when a pair is missing or repeated."""
+    text = page.read_text()
+    for name, table in tables.items():
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        if text.count(begin) != 1 or text.count(end) != 1:
+            raise SystemExit(f"{page}: no single {begin} ... {end} to write into")
+        head, rest = text.split(begin)
+        _old, tail = rest.split(end)
+        text = f"{head}{begin}\n{table}\n{end}{tail}"
+    page.write_text(text)

@@ -34,6 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
+from _common import write_between_markers
 
 from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
@@ -234,15 +235,7 @@ def main() -> int:
     if args.page is None:
         print("\n\n".join(text for text in tables.values() if text))
         return 0
-    page = args.page.read_text()
-    for name, text in tables.items():
-        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-        if page.count(begin) != 1 or page.count(end) != 1:
-            raise SystemExit(f"{args.page}: no single {begin} ... {end} to write into")
-        head, rest = page.split(begin)
-        _old, tail = rest.split(end)
-        page = f"{head}{begin}\n{text}\n{end}{tail}"
-    args.page.write_text(page)
+    write_between_markers(args.page, tables)
     print(f"wrote the tables of {args.page}")
     return 0
 

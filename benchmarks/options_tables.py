@@ -30,6 +30,7 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from _common import write_between_markers
 
 from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, GapRow, method_label, rows_from_results
@@ -155,15 +156,7 @@ def main() -> int:
     if args.page is None:
         print("\n\n".join(f"{name}:\n{text}" for name, text in tables.items()))
         return 0
-    page = args.page.read_text()
-    for name, text in tables.items():
-        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-        if page.count(begin) != 1 or page.count(end) != 1:
-            raise SystemExit(f"{args.page}: no single {begin} ... {end} to write into")
-        head, rest = page.split(begin)
-        _old, tail = rest.split(end)
-        page = f"{head}{begin}\n{text}\n{end}{tail}"
-    args.page.write_text(page)
+    write_between_markers(args.page, tables)
     print(f"wrote the tables of {args.page}")
     return 0
 

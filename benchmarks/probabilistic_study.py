@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 import pandas as pd
-from _common import ROOT, trace_named
+from _common import ROOT, trace_named, write_between_markers
 
 from batsched_ml.report.gap import estimate
 from batsched_ml.results import probe
@@ -232,23 +232,20 @@ def cost_table(result: dict) -> list[str]:
 
 
 def page() -> None:
-    text = PAGE.read_text()
     sources = {
         "tune": (RESULTS / "probabilistic-tune.json", tune_table),
         "study": (RESULTS / "probabilistic-study.json", study_table),
         "cost": (RESULTS / "option-cost.json", cost_table),
     }
     made: dict[str, dict] = {}
+    tables: dict[str, str] = {}
     for name, (path, render) in sources.items():
         rows = json.loads(path.read_text())
         if isinstance(rows, dict) and "made_by" in rows:  # the rows, with the code that made them
             made[name] = rows
             rows = rows["rows"]
-        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-        head, rest = text.split(begin)
-        _old, tail = rest.split(end)
-        text = head + begin + "\n" + "\n".join(render(rows)) + "\n" + end + tail
-    PAGE.write_text(text)
+        tables[name] = "\n".join(render(rows))
+    write_between_markers(PAGE, tables)
     codes = {json.dumps(data["made_by"], sort_keys=True) for data in made.values()}
     if set(made) != {"tune", "study"} or len(codes) != 1:
         raise SystemExit(f"{PAGE}: tune and study were not both made by one code: no probes")
