@@ -1,4 +1,4 @@
-"""The "never worse than the base" table of issue 19: for each of the 13 traces of
+"""The "never worse than the base" table of docs/closing-the-gap.md: for each of the 13 traces of
 ``../shared/traces`` and each policy, copy 0 (the trace itself): the base's mean bounded
 slowdown, the paper's method's and the class-clairvoyant ceiling's gain over the base (reduction
 of the cumulative bounded slowdown), the share of the ceiling, the jobs the paper's method kills
