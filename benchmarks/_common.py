@@ -70,3 +70,14 @@ def write_between_markers(page: Path, tables: dict[str, str]) -> None:
         _old, tail = rest.split(end)
         text = f"{head}{begin}\n{table}\n{end}{tail}"
     page.write_text(text)
+
+
+def print_or_write(page: Path | None, tables: dict[str, str]) -> int:
+    """A page script's ending: the tables printed (each under its marker's name), or written
+    into ``page`` (:func:`write_between_markers`); the exit status."""
+    if page is None:
+        print("\n\n".join(f"{name}:\n{text}" for name, text in tables.items() if text))
+        return 0
+    write_between_markers(page, tables)
+    print(f"wrote the tables of {page}")
+    return 0

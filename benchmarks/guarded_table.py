@@ -34,7 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
-from _common import write_between_markers
+from _common import print_or_write
 
 from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
@@ -232,12 +232,7 @@ def main() -> int:
         "study-cost": cost_table(combined),
         "study-dispatchers": dispatcher_table(combined),
     }
-    if args.page is None:
-        print("\n\n".join(text for text in tables.values() if text))
-        return 0
-    write_between_markers(args.page, tables)
-    print(f"wrote the tables of {args.page}")
-    return 0
+    return print_or_write(args.page, tables)
 
 
 if __name__ == "__main__":

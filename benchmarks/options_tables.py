@@ -30,7 +30,7 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
-from _common import write_between_markers
+from _common import print_or_write
 
 from batsched_ml.experiments.paper import short
 from batsched_ml.report.gap import BASE, CEILING, GapRow, method_label, rows_from_results
@@ -153,12 +153,7 @@ def main() -> int:
         mine = [row for row in rows if row.trace == trace]
         tables[f"options-{short(trace)}"] = trace_table(mine, wasted)
 
-    if args.page is None:
-        print("\n\n".join(f"{name}:\n{text}" for name, text in tables.items()))
-        return 0
-    write_between_markers(args.page, tables)
-    print(f"wrote the tables of {args.page}")
-    return 0
+    return print_or_write(args.page, tables)
 
 
 if __name__ == "__main__":
