@@ -98,6 +98,56 @@ def test_a_machine_where_jobs_do_not_wait_is_off() -> None:
     )
 
 
+def test_with_off_after_an_isolated_week_below_keeps_classification_on() -> None:
+    """``guard_off_after=2``: on stays on through one week below (said in the reason), goes
+    off at the second in a row; off goes on at once; at 1 it is the rule of each week alone."""
+    low = [done(0.0)] * 99 + [done(60.0)]  # mean bounded slowdown 1.01: the rule says off
+    high = [done(300.0)] * 100  # 6: on
+    first = decide(5, low, 100.0, True, slowdown=2.0, min_jobs=50, off_after=2, below=0)
+    assert (first.on, first.held, first.reason) == (
+        True,
+        True,
+        "slowdown 1.010 < 2: stays on (1 of 2 weeks below in a row)",
+    )
+    second = decide(6, low, 100.0, True, slowdown=2.0, min_jobs=50, off_after=2, below=1)
+    assert (second.on, second.held, second.reason) == (False, False, "slowdown 1.010 < 2")
+    assert decide(6, low, 100.0, False, slowdown=2.0, min_jobs=50, off_after=2).on is False
+    back = decide(7, high, 100.0, False, slowdown=2.0, min_jobs=50, off_after=2, below=0)
+    assert (back.on, back.held) == (True, False)
+    alone = decide(5, low, 100.0, True, slowdown=2.0, min_jobs=50)
+    assert alone == decide(5, low, 100.0, True, slowdown=2.0, min_jobs=50, off_after=1, below=3)
+    assert (alone.on, alone.held) == (False, False)
+    with pytest.raises(ValueError, match="guard_off_after must be at least 1, not 0"):
+        GuardOptions(guard_off_after=0)
+
+
+def test_the_guard_counts_the_weeks_below_in_a_row() -> None:
+    """The component carries the count from week to week and starts it again after a week on
+    by the rule: below, above, below, below with ``guard_off_after=2`` is on, on, on, off."""
+    from batsched_ml.protocol.events import Message
+    from batsched_ml.scheduler.guard import Guard
+
+    class Model:
+        divider = 100.0
+
+    class Classifier:
+        model = Model()
+
+    guard = Guard(Classifier(), GuardOptions(guard_off_after=2, guard_min_jobs=1))
+    guard.on = True
+    low, high = [done(0.0)] * 10, [done(300.0)] * 10
+    states = []
+    for week, history in enumerate([low, high, low, low], start=1):
+        guard._finished.clear()
+        guard._finished.extend(
+            FinishedJob(week * WEEK - 1.0, f.wait, f.runtime, f.predicted_small, f.divider)
+            for f in history
+        )
+        guard.on_message(Message(now=week * WEEK, events=[]))
+        states.append((guard.on, guard.decisions[-1].held))
+    assert states == [(True, True), (True, False), (True, True), (False, False)]
+
+
 def test_false_small_share_counts_the_forests_smalls_against_their_own_divider() -> None:
     history = [
         done(10.0, runtime=150.0, small=True, divider=100.0),  # false small
