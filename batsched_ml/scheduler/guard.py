@@ -21,6 +21,8 @@ The decision, once a week (:func:`decide`), from the jobs that finished in the l
   least ``guard_slowdown`` themselves (the pressure is shared). The first wait leaves out the
   runs the safeguard killed, so that the kills of the weeks on do not keep the guard on by
   themselves.
+- with ``guard_off_after`` N above 1 (1 by default), classification that is on goes off only
+  when that rule says off N weeks in a row (:class:`GuardOptions` says why).
 
 Why this measure, and not the others measured (docs/guarded.md says how): the gain of
 classification is the bounded slowdown the small jobs do not spend waiting, so it is large
