@@ -29,12 +29,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
 from _common import print_or_write
 
 from batsched_ml.experiments.paper import short
-from batsched_ml.report.gap import BASE, CEILING, GapRow, method_label, rows_from_results
-from batsched_ml.results.table import FINISHED_STATUSES, read_results
+from batsched_ml.report.gap import BASE, CEILING, GapRow, rows_from_results
+from batsched_ml.results.table import read_results
 
 METHOD = "classification-idempotent"
 #: what the options' labels say of them on the page
@@ -96,7 +95,7 @@ def kth_table(rows: list[GapRow]) -> str:
     return "\n".join(lines)
 
 
-def trace_table(rows: list[GapRow], wasted: dict[tuple[str, str, str], float]) -> str:
+def trace_table(rows: list[GapRow]) -> str:
     """Mean bounded slowdown, share, kills and waste of each method on one trace."""
     lines = [
         "| policy | method | mean bounded slowdown | share of the ceiling (%) | kills per run "
@@ -106,21 +105,15 @@ def trace_table(rows: list[GapRow], wasted: dict[tuple[str, str, str], float]) -
     for row in by_policy(rows):
         bsld = "n/a" if row.mean_bsld is None else f"{row.mean_bsld:.2f}"
         kills = "n/a" if row.kills is None else f"{row.kills:,.0f}"
-        waste = 100 * wasted[(row.trace, row.policy, row.method)]
+        waste = "n/a" if row.wasted_share is None else f"{100 * row.wasted_share:.2f}"
         share = share_text(row)
         if row.copies != max(r.copies for r in rows):
             share += f" ({row.copies} copies)"
         first = len(lines) == 2
         lines.append(
-            f"| {row.policy} | {label(row.method, first)} | {bsld} | {share} | {kills} "
-            f"| {waste:.2f} |"
+            f"| {row.policy} | {label(row.method, first)} | {bsld} | {share} | {kills} | {waste} |"
         )
     return "\n".join(lines)
-
-
-def finished(path: Path) -> pd.DataFrame:
-    results = read_results(path)
-    return results[results["status"].isin(FINISHED_STATUSES)]
 
 
 def main() -> int:
@@ -132,26 +125,13 @@ def main() -> int:
     parser.add_argument("--page", type=Path, help="write the tables into this page's markers")
     args = parser.parse_args()
 
-    tables = {"options-kth": kth_table(rows_from_results(finished(args.kth).to_dict("records")))}
-    options = finished(args.options)
-    records = options.to_dict("records")
-    wasted = (
-        pd.DataFrame(
-            {
-                "trace": options["trace"],
-                "policy": options["policy"],
-                "method": [method_label(record) for record in records],
-                "wasted_share": options["wasted_share"],
-            }
-        )
-        .groupby(["trace", "policy", "method"])["wasted_share"]
-        .mean()
-        .to_dict()
-    )
-    rows = rows_from_results(records)
+    tables = {
+        "options-kth": kth_table(rows_from_results(read_results(args.kth).to_dict("records")))
+    }
+    rows = rows_from_results(read_results(args.options).to_dict("records"))
     for trace in dict.fromkeys(row.trace for row in rows):
         mine = [row for row in rows if row.trace == trace]
-        tables[f"options-{short(trace)}"] = trace_table(mine, wasted)
+        tables[f"options-{short(trace)}"] = trace_table(mine)
 
     return print_or_write(args.page, tables)
 

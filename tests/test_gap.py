@@ -139,11 +139,29 @@ def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_
         row("base", 1, 200.0),
         row("class-clairvoyant", 0, 40.0),
         row("class-clairvoyant", 1, 100.0),
-        row("classification-idempotent", 0, 70.0, mean_bsld=7.0, kills=30, jobs=100),
-        row("classification-idempotent", 1, 120.0, mean_bsld=12.0, kills=50, jobs=100),
+        row(
+            "classification-idempotent",
+            0,
+            70.0,
+            mean_bsld=7.0,
+            kills=30,
+            jobs=100,
+            wasted_share=0.01,
+        ),
+        row(
+            "classification-idempotent",
+            1,
+            120.0,
+            mean_bsld=12.0,
+            kills=50,
+            jobs=100,
+            wasted_share=0.03,
+        ),
         row("classification-idempotent", 0, 55.0, predictor="easy++"),
         row("classification-idempotent", 1, 110.0, predictor="easy++"),
-        row("classification-idempotent", 2, 1.0, status="failed"),  # never counted
+        row(
+            "classification-idempotent", 2, 1.0, status="failed", wasted_share=0.5
+        ),  # never counted
     ]
     assert method_label(records[6]) == "classification-idempotent + easy++"
     assert method_label({**records[4], "seed": 3}) == "classification-idempotent + seed 3"
@@ -161,3 +179,9 @@ def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_
         in text
     )
     assert write_gap(records[:2] + records[4:6], tmp_path / "none") is None  # no ceiling
+    from batsched_ml.report.gap import rows_from_results
+
+    # the wasted share is a mean over the row's copies too (the failed copy 2 is not one)
+    rows = {row.method: row for row in rows_from_results(records)}
+    assert rows["classification-idempotent"].wasted_share == pytest.approx(0.02)
+    assert rows["classification-idempotent + easy++"].wasted_share is None

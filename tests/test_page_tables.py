@@ -38,7 +38,9 @@ def test_the_methods_are_named_as_on_the_page() -> None:
 
 def _row(policy: str, method: str, gains: list[float], shares: list[float] | None) -> GapRow:
     share = estimate(shares) if shares is not None else None
-    return GapRow("T", policy, method, estimate(gains), share, len(gains), 10.0, 120.0, 1000.0)
+    return GapRow(
+        "T", policy, method, estimate(gains), share, len(gains), 10.0, 120.0, 1000.0, 0.0123
+    )
 
 
 def test_a_trace_table_groups_each_policy_base_method_options_ceiling() -> None:
@@ -48,8 +50,7 @@ def test_a_trace_table_groups_each_policy_base_method_options_ceiling() -> None:
         _row("fcfs", "base", [0.0] * 3, [0.0] * 3),
         _row("fcfs", "classification-idempotent", [0.2, 0.25], [0.4, 0.5]),
     ]
-    wasted = {("T", "fcfs", row.method): 0.0123 for row in rows}
-    lines = options_tables.trace_table(rows, wasted).splitlines()
+    lines = options_tables.trace_table(rows).splitlines()
     assert [line.split(" | ")[1] for line in lines[2:]] == [
         "base ([EASY](glossary.md#easy))",
         "classification-idempotent (the paper's method, default)",

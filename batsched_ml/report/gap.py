@@ -105,6 +105,8 @@ class GapRow:
     mean_bsld: float | None = None
     kills: float | None = None
     jobs: float | None = None
+    #: the core-hours of the killed attempts, as a share of the machine (machines x makespan)
+    wasted_share: float | None = None
 
 
 def gap_rows(
@@ -167,13 +169,14 @@ def gap_rows(
                 means.get("mean_bsld"),
                 means.get("kills"),
                 means.get("jobs"),
+                means.get("wasted_share"),
             )
         )
     return rows
 
 
 #: what a row also gives, as the mean over its copies, when the run records have it
-_EXTRAS = ("mean_bsld", "kills", "jobs")
+_EXTRAS = ("mean_bsld", "kills", "jobs", "wasted_share")
 
 
 def gap_table(rows: Sequence[GapRow]) -> str:
