@@ -54,7 +54,7 @@ def test_the_pressure_is_the_mean_bounded_slowdown_of_the_first_waits() -> None:
     assert on == GuardDecision(
         7, True, "slowdown 3.000 >= 3, waiting 50.0% >= 5%", 4, 120.0, 3.0, 0.5, 80.0, None
     )
-    off = decide(7, history, 80.0, True, slowdown=3.1, min_jobs=4)
+    off = decide(7, history, 80.0, True, slowdown=3.1, min_jobs=4, off_after=1)
     assert off == GuardDecision(7, False, "slowdown 3.000 < 3.1", 4, 120.0, 3.0, 0.25, 80.0, None)
     short = decide(7, [done(110.0, 10.0), done(20.0, 10.0)], 80.0, False, slowdown=1.5, min_jobs=2)
     assert (short.on, short.reason, short.mean_wait, short.slowdown) == (
@@ -90,7 +90,7 @@ def test_a_burst_that_few_jobs_wait_through_moves_the_mean_not_the_share() -> No
 
 def test_a_machine_where_jobs_do_not_wait_is_off() -> None:
     history = [done(0.0)] * 99 + [done(60.0)]  # mean bounded slowdown 1.01
-    decision = decide(1, history, 100.0, True, slowdown=2.0, min_jobs=50)
+    decision = decide(1, history, 100.0, False, slowdown=2.0, min_jobs=50)
     assert (decision.on, decision.reason, decision.slowdown) == (
         False,
         "slowdown 1.010 < 2",
@@ -114,8 +114,9 @@ def test_with_off_after_an_isolated_week_below_keeps_classification_on() -> None
     assert decide(6, low, 100.0, False, slowdown=2.0, min_jobs=50, off_after=2).on is False
     back = decide(7, high, 100.0, False, slowdown=2.0, min_jobs=50, off_after=2, below=0)
     assert (back.on, back.held) == (True, False)
-    alone = decide(5, low, 100.0, True, slowdown=2.0, min_jobs=50)
+    alone = decide(5, low, 100.0, True, slowdown=2.0, min_jobs=50, off_after=1)
     assert alone == decide(5, low, 100.0, True, slowdown=2.0, min_jobs=50, off_after=1, below=3)
+    assert decide(5, low, 100.0, True, slowdown=2.0, min_jobs=50) == first  # 2 by default
     assert (alone.on, alone.held) == (False, False)
     with pytest.raises(ValueError, match="guard_off_after must be at least 1, not 0"):
         GuardOptions(guard_off_after=0)
@@ -239,7 +240,7 @@ def guarded(wl, **options):
 
 
 def test_weeks_on_and_off_in_the_schedule_and_weekly_quality(tmp_path: Path) -> None:
-    result = guarded(WEEKS)
+    result = guarded(WEEKS, guard_off_after=1)
     assert rows(result) == [
         ("1", "w0", "COMPLETED_SUCCESSFULLY", 0.0, 1000.0),
         ("2", "w0", "COMPLETED_SUCCESSFULLY", 1000.0, 1300.0),
@@ -291,6 +292,24 @@ def test_weeks_on_and_off_in_the_schedule_and_weekly_quality(tmp_path: Path) -> 
     assert table["guard_false_small_share"].tolist()[1:] == [0.5, 0.5]
     # the classifier kept the forest's classes, on or off (the weekly quality is the forest's)
     assert table["FS"].tolist() == [1, 1, 1] and table["TS"].tolist() == [1, 1, 0]
+
+
+def test_by_default_one_week_below_keeps_classification_on(tmp_path: Path) -> None:
+    """The same weeks with the default ``guard_off_after`` (2): week 2 is below, the first in a
+    row, so classification stays on and job 6, called small, is killed at the divider."""
+    result = guarded(WEEKS)
+    assert rows(result)[6:] == [
+        ("6", "w0", "COMPLETED_KILLED", W2, W2 + 100),
+        ("6_r1", "w0_resub", "COMPLETED_SUCCESSFULLY", W2 + 100, W2 + 400),
+    ]
+    assert result.scheduler.kill_decisions == 2
+    assert result.scheduler.guard.demoted == 2  # jobs 2 and 3
+    write_replay(result, tmp_path)
+    table = pd.read_csv(tmp_path / "weekly_quality.csv")
+    assert table["guard_on"].tolist() == [False, True, True]
+    assert table["guard_reason"].tolist()[2] == (
+        "slowdown 1.000 < 2: stays on (1 of 2 weeks below in a row)"
+    )
 
 
 def test_a_guard_always_on_is_the_paper_method_and_always_off_is_the_base(kth_workload) -> None:

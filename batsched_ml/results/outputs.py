@@ -444,4 +444,7 @@ def write_classification(scheduler: Any, out: str | Path | Files) -> dict[str, A
     if guard is not None:
         overall["guard_weeks_on"] = int(sum(d.on for d in guard.decisions))
         overall["guard_demoted_jobs"] = guard.demoted
+        # every option the guard ran with, defaults included: a run's record says what it
+        # applied, and a changed default changes the record (and so the results pages' probes)
+        overall["guard_options"] = dict(vars(guard.options))
     return overall

@@ -21,8 +21,8 @@ The decision, once a week (:func:`decide`), from the jobs that finished in the l
   least ``guard_slowdown`` themselves (the pressure is shared). The first wait leaves out the
   runs the safeguard killed, so that the kills of the weeks on do not keep the guard on by
   themselves.
-- with ``guard_off_after`` N above 1 (1 by default), classification that is on goes off only
-  when that rule says off N weeks in a row (:class:`GuardOptions` says why).
+- classification that is on goes off only when that rule says off ``guard_off_after`` weeks
+  in a row (2 by default; :class:`GuardOptions` says why); off goes on at once.
 
 Why this measure, and not the others measured (docs/guarded.md says how): the gain of
 classification is the bounded slowdown the small jobs do not spend waiting, so it is large
@@ -71,7 +71,7 @@ GUARD_DEFAULTS: dict[str, Any] = {
     "guard_slowdown": 2.0,
     "guard_waiting_share": 0.05,
     "guard_min_jobs": 50,
-    "guard_off_after": 1,
+    "guard_off_after": 2,
 }
 
 #: the columns the guard adds to ``weekly_quality.csv``
@@ -182,12 +182,12 @@ class GuardOptions:
     ``guard_min_jobs`` (50)
         Fewer finished jobs in the window than this: the state in force stays (a mean of a few
         jobs decides nothing).
-    ``guard_off_after`` (1)
+    ``guard_off_after`` (2)
         Classification that is on goes off only when the rule says off this many weeks in a
         row (switching on is at once). One isolated week off costs a run more than that week:
         on RICC-2010-2 under SAF, one burst of short jobs put the guard off for a single week
         of 21, and the five weeks after it held 5 to 57 % more false smalls than the paper's
-        method's in each shaken copy. At 1 (the default) the rule decides each week alone.
+        method's in each shaken copy. At 1 the rule decides each week alone.
     """
 
     guard_weeks: int = GUARD_DEFAULTS["guard_weeks"]
