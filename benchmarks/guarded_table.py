@@ -19,10 +19,13 @@ copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired pe
 second table gives the cost of each schedule to the machine beside the kills of the first: the
 core-hours of the killed attempts and the useful utilisation (killed attempts left out). When
 the campaigns hold other dispatchers of the base variant (``campaigns/study.toml``'s
-probabilistic backfilling), a third table compares each with EASY the same way.
+probabilistic backfilling), a third table compares each with EASY the same way; when they hold
+guarded runs with guard options (the study's ``guard_off_after=1``), a fourth shows them copy
+by copy beside the method's and the default guard's runs.
 
 With ``--page``, the three tables replace the text between the page's markers
-(``<!-- study:begin -->`` and ``<!-- study:end -->``, ``study-cost``, ``study-dispatchers``)
+(``<!-- study:begin -->`` and ``<!-- study:end -->``, ``study-cost``, ``study-dispatchers``,
+``study-alone``)
 instead of being printed: the page's tables are this script's, made again with its runs.
 """
 
@@ -213,6 +216,47 @@ def cost_table(results: pd.DataFrame) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
+def options_table(results: pd.DataFrame) -> str:
+    """The guarded runs with guard options (``classifier_options``, such as the study's
+    ``guard_off_after=1``), copy by copy beside the method's and the default guard's runs of
+    the same copy: kills, mean bounded slowdown and the weeks on. Empty without such runs."""
+    finished = results[results["status"].isin(FINISHED_STATUSES)]
+    finished = finished[finished["dispatcher"].fillna("easy") == "easy"]
+    optioned = finished[
+        (finished["variant"] == GUARDED) & (finished["classifier_options"].fillna("") != "")
+    ]
+    defaults = finished_defaults(finished)
+    lines = [
+        "| trace | policy | guard options | copy | kills: method | kills: with the options | "
+        "kills: default guard | mean bounded slowdown: method | with the options | default "
+        "guard | weeks on: with the options | default guard |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for _, run in optioned.sort_values(["trace", "policy", "copy"], kind="stable").iterrows():
+        same = defaults[
+            (defaults["trace"] == run["trace"])
+            & (defaults["policy"] == run["policy"])
+            & (defaults["copy"] == run["copy"])
+        ]
+        by = {str(r["variant"]): r for _, r in same.iterrows()}
+        if METHOD not in by or GUARDED not in by:
+            continue
+        method, default = by[METHOD], by[GUARDED]
+
+        def weeks(r: pd.Series) -> str:
+            on = weeks_on(str(r["path"]))
+            return "n/a" if on is None else f"{on[0]} of {on[1]}"
+
+        lines.append(
+            f"| {short(str(run['trace']))} | {run['policy']} | `{run['classifier_options']}` | "
+            f"{int(run['copy'])} | {int(method['kills']):,} | {int(run['kills']):,} | "
+            f"{int(default['kills']):,} | {float(method['mean_bsld']):.2f} | "
+            f"{float(run['mean_bsld']):.2f} | {float(default['mean_bsld']):.2f} | "
+            f"{weeks(run)} | {weeks(default)} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -231,6 +275,7 @@ def main() -> int:
         "study": table(combined),
         "study-cost": cost_table(combined),
         "study-dispatchers": dispatcher_table(combined),
+        "study-alone": options_table(combined),
     }
     return print_or_write(args.page, tables)
 
