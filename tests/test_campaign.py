@@ -484,14 +484,16 @@ workers = 1
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         assert main(["campaign", str(config), "-q"]) == 1
     out = capsys.readouterr().out
-    assert "2 runs: 1 done, 0 already there, 1 failed" in out
+    # the other run is done, or found done when Dask runs it again because the dying worker
+    # held its result
+    assert re.search(r"2 runs: (1 done, 0 already there|0 done, 1 already there), 1 failed", out)
     assert re.search(
         r"failed: kth-small tests\.plugin_parts:DiesInItsWorker base: its Dask worker died "
         r"while running it, .*: KilledWorker",
         out,
     )
     table = pd.read_csv(tmp_path / "out" / "results.csv")
-    assert sorted(table["status"]) == ["done", "failed"]
+    assert sorted(table["status"]) in (["done", "failed"], ["existing", "failed"])
     died = table[table["status"] == "failed"].iloc[0]
     run = json.loads((tmp_path / "out" / died["path"] / "run.json").read_text())
     assert (run["status"], run["reason"]) == ("interrupted", "its Dask worker died")

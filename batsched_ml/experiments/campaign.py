@@ -65,6 +65,7 @@ import sys
 import time
 import tomllib
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -782,13 +783,17 @@ def _client(campaign: Campaign, scratch: str):
     before = os.environ.get(key)
     os.environ[key] = "critical"
     try:
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            local_directory=scratch,  # Dask's lock files go with the campaign, not into /tmp
-        )
+        with warnings.catch_warnings():
+            # the scheduler's HTTP server (no dashboard) takes another port when another
+            # campaign's holds Dask's default one: not news either
+            warnings.filterwarnings("ignore", message="Port .* is already in use")
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                local_directory=scratch,  # Dask's lock files go with the campaign, not /tmp
+            )
     finally:
         if before is None:
             del os.environ[key]
