@@ -55,8 +55,22 @@ from types import ModuleType
 VARIABLE = "BATSCHED_ML_KERNEL"
 
 
+_WARNED: set[str] = set()  # the values of the variable already warned about
+
+
 def forced_python() -> bool:
-    return os.environ.get(VARIABLE, "").strip().lower() == "python"
+    """Whether ``BATSCHED_ML_KERNEL`` says ``python``. Any other value but none is a mistake
+    (a typo would otherwise run the compiled parts without a word): a warning names it."""
+    value = os.environ.get(VARIABLE, "").strip().lower()
+    if value not in ("", "python") and value not in _WARNED:
+        _WARNED.add(value)
+        warnings.warn(
+            f"{VARIABLE}={os.environ[VARIABLE]!r} is not understood (only 'python', every "
+            "compiled part off): the compiled parts run",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return value == "python"
 
 
 _LOCAL_INCLUDE = re.compile(rb'^#include "([^"]+)"', re.MULTILINE)

@@ -52,3 +52,15 @@ class ArrivalOrder:
 
     def key(self, job: Any, now: float) -> tuple[float, float, int]:
         return (job.subtime, job.subtime, job.seq)
+
+
+class DiesInItsWorker:
+    """A plug-in queue order that ends its process at its first key: a run that takes its
+    campaign's Dask worker down with it (as running out of memory does)."""
+
+    dynamic = False
+
+    def key(self, job: Any, now: float) -> tuple[float]:
+        import os
+
+        os._exit(9)

@@ -184,6 +184,18 @@ def test_the_shipped_paper_campaign_is_the_paper_s_evaluation() -> None:
         ("[campaign]\ntraces=['A']\npolicies=['fcfs']\nvariants=['nope']\n", "variants: unknown"),
         ("[campaign]\ntraces=[]\npolicies=['fcfs']\nvariants=['base']\n", "traces must be"),
         ("[campaign]\ntraces=['A']\npolicies=['fcfs']\nvariants=['base']\nseeds=[-1]\n", "seeds"),
+        (
+            "[campaign]\ntraces=['A']\npolicies=['fcfs', 'tests.plugin_parts:Missing']\n"
+            "variants=['base']\n",
+            "policies: tests.plugin_parts:Missing is in no run: policy "
+            "'tests.plugin_parts:Missing': module 'tests.plugin_parts' has no attribute 'Missing'",
+        ),
+        (
+            "[campaign]\ntraces=['A']\npolicies=['fcfs']\nvariants=['base']\n"
+            "predictors=['requested', 'easy++']\ndispatchers=['probabilistic']\n",
+            r"predictors: easy\+\+ is in no run: --predictor easy\+\+ does not go with the "
+            "probabilistic dispatcher",
+        ),
         ("[other]\n", r"no \[campaign\] table"),
         ("[campaign\n", "not valid TOML"),
     ],
@@ -446,6 +458,45 @@ workers = 1
     out = capsys.readouterr().out
     assert "2 runs: 1 done, 0 already there, 1 failed" in out
     assert "failed: nope fcfs base:" in out
+
+
+def test_a_run_that_kills_its_worker_fails_alone_in_one_line(tmp_path, capsys) -> None:
+    """A run whose worker process dies under it is a failed run of the results table (its
+    folder marked interrupted, so that the next campaign makes it again); the others are
+    done and the campaign ends with exit 1, not with an internal error."""
+    import dask
+
+    small_trace(tmp_path / "traces", 300)
+    config = write(
+        tmp_path / "c.toml",
+        """
+[campaign]
+output = "out"
+trace_dir = "traces"
+traces = ["kth-small"]
+policies = ["fcfs", "tests.plugin_parts:DiesInItsWorker"]
+variants = ["base"]
+
+[dask]
+workers = 1
+""",
+    )
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        assert main(["campaign", str(config), "-q"]) == 1
+    out = capsys.readouterr().out
+    # the other run is done, or found done when Dask runs it again because the dying worker
+    # held its result
+    assert re.search(r"2 runs: (1 done, 0 already there|0 done, 1 already there), 1 failed", out)
+    assert re.search(
+        r"failed: kth-small tests\.plugin_parts:DiesInItsWorker base: its Dask worker died "
+        r"while running it, .*: KilledWorker",
+        out,
+    )
+    table = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert sorted(table["status"]) in (["done", "failed"], ["existing", "failed"])
+    died = table[table["status"] == "failed"].iloc[0]
+    run = json.loads((tmp_path / "out" / died["path"] / "run.json").read_text())
+    assert (run["status"], run["reason"]) == ("interrupted", "its Dask worker died")
 
 
 def test_runs_are_submitted_longest_first(tmp_path: Path) -> None:

@@ -113,6 +113,14 @@ def test_the_variable_runs_the_whole_group_from_source(built: None) -> None:
     assert "RuntimeWarning" not in stderr
 
 
+def test_a_value_of_the_variable_it_does_not_know_is_said_once(built: None) -> None:
+    """A typo (``pyhton``) must not pass without a word: one warning names it, and the
+    compiled parts run as without the variable."""
+    shown, stderr = run(SHOW, **{compiled.VARIABLE: "pyhton"})
+    assert shown["state"] == ["compiled", "built from the sources beside it"]
+    assert stderr.count(f"{compiled.VARIABLE}='pyhton' is not understood") == 1
+
+
 def copy_package(tmp_path: Path) -> Path:
     """A copy of the package with its builds, as an editable install has it."""
     shutil.copytree(

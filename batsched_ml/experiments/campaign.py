@@ -65,6 +65,7 @@ import sys
 import time
 import tomllib
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -73,6 +74,7 @@ from typing import Any
 import pandas as pd
 
 from batsched_ml.errors import ConfigError, InputMissing, UserError
+from batsched_ml.plugins import Choices
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
 from batsched_ml.results.runfolder import (
     RUN_FILE,
@@ -230,12 +232,16 @@ CAMPAIGN_KEYS: dict[str, str] = {
     "reuse": "other campaigns' output folders, relative to the file: a run one of them holds "
     "(the same settings and trace, complete, made by this code) is linked, not replayed",
     "traces": "trace names (NAME.swf.gz or NAME.swf in trace_dir) or paths to .swf / .swf.gz",
-    "policies": "queue orders (required): " + ", ".join(sorted(POLICIES)),
+    "policies": "queue orders (required): "
+    + ", ".join(sorted(POLICIES))
+    + ", or a plug-in (an import path package.module:Class or an entry point)",
     "variants": "variants (required): " + ", ".join(VARIANTS),
     "seeds": "forest seeds, for the variants that train one (default [0])",
     "copies": "shaken copies of each trace, the trace itself included (default 1)",
     "shake_seconds": f"how far a shaken copy moves submissions (default {DEFAULT_SHAKE_SECONDS})",
-    "predictors": "runtime predictors (default [requested]): " + ", ".join(PREDICTORS),
+    "predictors": "runtime predictors (default [requested]): "
+    + ", ".join(PREDICTORS)
+    + ", or a plug-in (an import path or an entry point)",
     "corrections": "walltime corrections (default [none]): " + ", ".join(CORRECTIONS),
     "dispatchers": "dispatchers (default [easy]): " + ", ".join(DISPATCHERS),
     "predictor_options": "a list of tables of predictor parameters, as --predictor-option",
@@ -361,7 +367,8 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
     traces = _list(table, "traces", path)
     if not all(isinstance(t, str) and t.strip() for t in traces):
         raise CampaignError(f"{path}: [campaign] traces must be names or paths (strings)")
-    policies = _list(table, "policies", path, sorted(POLICIES))
+    # plug-ins as on the command line: an import path or an entry point, checked with the run
+    policies = _list(table, "policies", path, Choices(sorted(POLICIES), "policy"))
     variants = _list(table, "variants", path, list(VARIANTS))
     seeds = _list(table, "seeds", path, default=[0])
     if not all(isinstance(s, int) and s >= 0 for s in seeds):
@@ -371,7 +378,9 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
     for key, value, least in (("copies", copies, 1), ("shake_seconds", shake_seconds, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise CampaignError(f"{path}: [campaign] {key} must be an integer >= {least}")
-    predictors = _list(table, "predictors", path, list(PREDICTORS), default=["requested"])
+    predictors = _list(
+        table, "predictors", path, Choices(list(PREDICTORS), "predictor"), default=["requested"]
+    )
     corrections = _list(table, "corrections", path, list(CORRECTIONS), default=["none"])
     dispatchers = _list(table, "dispatchers", path, list(DISPATCHERS), default=["easy"])
     predictor_options = _option_list(table, "predictor_options", path)
@@ -415,7 +424,39 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
                 reasons = filter(None, (_refusal(name, text, check) for name in names))
                 why = "; ".join(reasons) or "no run of this grid takes options"
                 raise CampaignError(f"{path}: [campaign] {key} {{{text}}} fits no run: {why}")
+    # a queue order, variant, predictor or dispatcher that is in no run is a mistake (a
+    # plug-in that does not load, a name no other axis combines with): said with the run
+    # configuration's reason rather than left out of the campaign without a word
+    for key, names, attribute in (
+        ("policies", policies, "policy"),
+        ("variants", variants, "variant"),
+        ("predictors", predictors, "predictor"),
+        ("dispatchers", dispatchers, "dispatcher"),
+    ):
+        used = {getattr(spec, attribute) for spec in runs}
+        for name in names:
+            if name not in used:
+                why = _why_none(table, attribute, name)
+                raise CampaignError(f"{path}: [campaign] {key}: {name} is in no run: {why}")
     return runs
+
+
+def _why_none(table: dict[str, Any], attribute: str, name: str) -> str:
+    """Why the run configuration refuses every run whose ``attribute`` is ``name``: its
+    refusal of the first combination of the table's other axes with it."""
+    axes = {
+        "policy": table.get("policies") or ["fcfs"],
+        "variant": table.get("variants") or ["base"],
+        "predictor": table.get("predictors") or ["requested"],
+        "dispatcher": table.get("dispatchers") or ["easy"],
+    }
+    axes[attribute] = [name]
+    for policy, variant, predictor, dispatcher in itertools.product(*axes.values()):
+        try:
+            RunSpec("", policy, variant, 0, predictor, "none", dispatcher).config()
+        except ConfigError as exc:
+            return str(exc)
+    return "no combination of this grid takes it"
 
 
 def _option_list(table: dict[str, Any], key: str, path: Path) -> list[str]:
@@ -742,19 +783,31 @@ def _client(campaign: Campaign, scratch: str):
     before = os.environ.get(key)
     os.environ[key] = "critical"
     try:
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            local_directory=scratch,  # Dask's lock files go with the campaign, not into /tmp
-        )
+        with warnings.catch_warnings():
+            # the scheduler's HTTP server (no dashboard) takes another port when another
+            # campaign's holds Dask's default one: not news either
+            warnings.filterwarnings("ignore", message="Port .* is already in use")
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                local_directory=scratch,  # Dask's lock files go with the campaign, not /tmp
+            )
     finally:
         if before is None:
             del os.environ[key]
         else:
             os.environ[key] = before
     return Client(cluster), cluster
+
+
+def _died(exc: BaseException) -> str:
+    """The error of a run whose Dask worker died under it, as its results row says it."""
+    return (
+        "its Dask worker died while running it, as many times as Dask retries a task (out of "
+        f"memory, or killed from outside): {type(exc).__name__}"
+    )
 
 
 def _stop_local_workers(client: Any) -> None:
@@ -791,6 +844,7 @@ def run_campaign(
         )
     shipped.check_fetched((spec.trace for spec in campaign.runs), campaign.trace_dir)
     from dask.distributed import as_completed
+    from distributed import KilledWorker
 
     check_inputs(campaign)  # before the output folder exists
     campaign.output.mkdir(parents=True, exist_ok=True)
@@ -819,8 +873,15 @@ def run_campaign(
             )
             for rank, spec in enumerate(ordered)
         ]
+        spec_of = {future.key: spec for future, spec in zip(futures, ordered, strict=True)}
         for done, future in enumerate(as_completed(futures), start=1):
-            row = future.result()
+            try:
+                row = future.result()
+            except KilledWorker as exc:  # the run took its worker down (memory, a signal)
+                spec = spec_of[future.key]
+                folder = spec.folder(campaign.output)
+                mark_interrupted(folder, "its Dask worker died")
+                row = result_row(spec, folder, "failed", 0.0, _died(exc))
             rows.append(row)
             if progress is not None:
                 progress(row, done, len(futures))
