@@ -427,33 +427,33 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
     # a queue order, variant, predictor or dispatcher that is in no run is a mistake (a
     # plug-in that does not load, a name no other axis combines with): said with the run
     # configuration's reason rather than left out of the campaign without a word
-    for key, names, attribute in (
-        ("policies", policies, "policy"),
-        ("variants", variants, "variant"),
-        ("predictors", predictors, "predictor"),
-        ("dispatchers", dispatchers, "dispatcher"),
+    axes = {
+        "policy": policies,
+        "variant": variants,
+        "predictor": predictors,
+        "correction": corrections,
+        "dispatcher": dispatchers,
+    }
+    for key, attribute in (
+        ("policies", "policy"),
+        ("variants", "variant"),
+        ("predictors", "predictor"),
+        ("dispatchers", "dispatcher"),
     ):
         used = {getattr(spec, attribute) for spec in runs}
-        for name in names:
+        for name in axes[attribute]:
             if name not in used:
-                why = _why_none(table, attribute, name)
+                why = _why_none({**axes, attribute: [name]})
                 raise CampaignError(f"{path}: [campaign] {key}: {name} is in no run: {why}")
     return runs
 
 
-def _why_none(table: dict[str, Any], attribute: str, name: str) -> str:
-    """Why the run configuration refuses every run whose ``attribute`` is ``name``: its
-    refusal of the first combination of the table's other axes with it."""
-    axes = {
-        "policy": table.get("policies") or ["fcfs"],
-        "variant": table.get("variants") or ["base"],
-        "predictor": table.get("predictors") or ["requested"],
-        "dispatcher": table.get("dispatchers") or ["easy"],
-    }
-    axes[attribute] = [name]
-    for policy, variant, predictor, dispatcher in itertools.product(*axes.values()):
+def _why_none(axes: dict[str, list[str]]) -> str:
+    """The run configuration's refusal of the first combination of ``axes`` (policy, variant,
+    predictor, correction, dispatcher: the grid's, one of them narrowed to the name in no run)."""
+    for policy, variant, predictor, correction, dispatcher in itertools.product(*axes.values()):
         try:
-            RunSpec("", policy, variant, 0, predictor, "none", dispatcher).config()
+            RunSpec("", policy, variant, 0, predictor, correction, dispatcher).config()
         except ConfigError as exc:
             return str(exc)
     return "no combination of this grid takes it"
