@@ -25,7 +25,7 @@ by copy beside the method's and the default guard's runs.
 
 With ``--page``, the three tables replace the text between the page's markers
 (``<!-- study:begin -->`` and ``<!-- study:end -->``, ``study-cost``, ``study-dispatchers``,
-``study-alone``)
+``study-alone``, and ``study-size``: the number of replays and their wall time)
 instead of being printed: the page's tables are this script's, made again with its runs.
 """
 
@@ -257,6 +257,27 @@ def options_table(results: pd.DataFrame) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
+def size(results: pd.DataFrame) -> str:
+    """The campaign's size and cost: its replays and their wall time, summed from each run's
+    ``timing.json`` (what this machine took, two runs at a time; results.csv gives no time for
+    the runs a later campaign found done), and the share of it the slowest cell took."""
+    seconds: dict[tuple[str, str], float] = defaultdict(float)
+    for _, run in results.iterrows():
+        file = Path(run["path"]) / "timing.json"
+        if file.exists():
+            replay = json.loads(file.read_text()).get("replay_seconds", 0.0)
+            seconds[(run["trace"], run["policy"])] += float(replay)
+    total = sum(seconds.values())
+    if not total:
+        return ""
+    (trace, policy), slowest = max(seconds.items(), key=lambda item: item[1])
+    return (
+        f"{len(results)} replays, {total / 3600:.1f} hours of replay in all (about"
+        f" {total / 7200:.1f} hours of two cores), {100 * slowest / total:.0f} % of them on"
+        f" {trace} under {policy.upper()}."
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -276,6 +297,7 @@ def main() -> int:
         "study-cost": cost_table(combined),
         "study-dispatchers": dispatcher_table(combined),
         "study-alone": options_table(combined),
+        "study-size": size(combined),
     }
     return print_or_write(args.page, tables)
 
