@@ -14,7 +14,9 @@ ordering: ``threshold`` and ``small_order`` read the forest's probabilities inst
 ``threshold_rule=cost`` also keeps each finished job's probability and wait and searches 19
 thresholds each week (``kill_budget`` counts each threshold's false smalls besides); ``leaky_features`` (LEAKY) reads each job's true runtime at its
 submission; ``drift_retrain`` judges each finished job and may train within a week, counted as
-training). The number of jobs classified small and of kills says what each option changed.
+training); the guarded variant (``variant=classification-guarded``, on all along on KTH-SP2,
+and with ``guard_slowdown=1e9``, off all along) adds the guard's weekly decision over the
+finished jobs of the last two weeks. The number of jobs classified small and of kills says what each option changed.
 The process's CPU time (all threads) is given too, with its difference per job: less sensitive
 to a loaded machine than the wall time. ``--only`` measures the defaults and the settings
 whose label holds one of the given texts.
@@ -44,6 +46,11 @@ SETTINGS: list[dict[str, str]] = [
     {"leaky_features": "all"},  # LEAKY: for the study of the paper's figures only
     {"leaky_features": "weekly"},  # LEAKY
     {"drift_retrain": "true"},
+    # the guarded variant (``variant`` is not a classifier option: the run's variant), on all
+    # along on KTH-SP2 by default; with an unreachable threshold it is off all along (the
+    # base's queue, no kills) and still classifies and learns every week
+    {"variant": "classification-guarded"},
+    {"variant": "classification-guarded", "guard_slowdown": "1e9"},
 ]
 
 
@@ -84,9 +91,9 @@ def main() -> None:
     )
     for _round in range(args.repeat):
         for options in settings:
-            config = ReplayConfig(
-                policy=args.policy, variant=args.variant, classifier_params=dict(options)
-            )
+            params = dict(options)
+            variant = params.pop("variant", args.variant)
+            config = ReplayConfig(policy=args.policy, variant=variant, classifier_params=params)
             started, cpu = time.perf_counter(), time.process_time()
             result = run_replay(workload, config)
             walls[label(options)].append(time.perf_counter() - started)
