@@ -17,7 +17,7 @@ from _common import HPC2N, need
 
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.trainer.client import RemoteTrainer
-from batsched_ml.trainer.process import start_trainer
+from batsched_ml.trainer.process import TrainerProcess
 from batsched_ml.workload.io import load_workload
 
 
@@ -39,9 +39,9 @@ def main() -> None:
         local = run_replay(workload, config)
         local_times.append(time.perf_counter() - started)
         with tempfile.TemporaryDirectory() as out:
-            process, endpoint = start_trainer(
-                Path(out) / "models", Path(out) / "t.sqlite", config.forest
-            )
+            process = TrainerProcess(Path(out) / "models", Path(out) / "t.sqlite", config.forest)
+            process.start()
+            endpoint = process.endpoint
             # the run that greets the trainer owns it: only it can stop it
             trainer = RemoteTrainer(
                 endpoint, Path(out) / "models", config.forest, run={"run_id": "bench-trainer"}
@@ -51,7 +51,7 @@ def main() -> None:
             remote = run_replay(workload, config, trainer=trainer)
             remote_times.append(time.perf_counter() - started)
             trainer.close(stop=True)
-            process.wait(30)
+            process.stop(30)
         identical &= remote.rows == local.rows
         events += len(trainer.events)
         print(f"in-process {local_times[-1]:.1f} s, trainer process {remote_times[-1]:.1f} s")

@@ -251,6 +251,27 @@ def test_a_model_file_is_skops_and_the_same_model_gives_the_same_bytes(tmp_path:
     assert sio.loads(model_file_bytes({}), trusted=[]) == {}
 
 
+def test_the_manifest_is_the_indented_json_of_its_entries_by_week(tmp_path: Path) -> None:
+    """The store encodes each entry once and joins the file from the kept texts: the file is
+    still ``json.dumps(manifest, indent=1)`` of the entries by week, an entry recorded again
+    replaced, and a second store over the same folder (a restarted trainer) goes on from the
+    file."""
+    expected: dict = {"schema": 1, "entries": []}
+
+    def record(store: ModelStore, entry: dict) -> None:
+        store.record(entry)
+        entries = [e for e in expected["entries"] if e["week"] != entry["week"]] + [entry]
+        expected["entries"] = sorted(entries, key=lambda e: e["week"])
+        assert store.manifest_path.read_text() == json.dumps(expected, indent=1) + "\n"
+        assert store.manifest() == expected
+
+    store = ModelStore(tmp_path)
+    for week in (2, 0, 1, 2, 5):
+        record(store, {"week": week, "file": None, "importances": [0.5, week], "q": {"n": None}})
+    record(ModelStore(tmp_path), {"week": 3, "file": "week-0003.skops", "divider": 1.5})
+    assert store.entry(3) == {"week": 3, "file": "week-0003.skops", "divider": 1.5}
+
+
 def test_a_model_file_failing_its_sha256_is_rejected(tmp_path: Path) -> None:
     store, entry = trained_entry(tmp_path)
     path = store.root / entry["file"]
