@@ -219,15 +219,11 @@ def cost_table(result: dict) -> list[str]:
     lines = [
         f"{_short(result['trace'])}, FCFS, median of {result['repeats']}:",
         "",
-        "| option | dispatcher (µs per job) | ratio to EASY | whole replay (µs per job) "
-        "| ratio to EASY |",
-        "|---|---|---|---|---|",
+        "| option | whole replay (µs per job) | ratio to EASY |",
+        "|---|---|---|",
     ]
     for row in result["rows"]:
-        lines.append(
-            f"| {row['option']} | {row['dispatcher_us']:.1f} | {row['dispatcher_ratio']:.2f} "
-            f"| {row['replay_us']:.1f} | {row['replay_ratio']:.2f} |"
-        )
+        lines.append(f"| {row['option']} | {row['replay_us']:.1f} | {row['replay_ratio']:.2f} |")
     return lines
 
 
