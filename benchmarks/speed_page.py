@@ -104,8 +104,9 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   (the build records their SHA-256, `import batsched_ml` checks them): after an edit of
   `easy.py` the whole group runs from its source, with a warning, until the next
   `pip install -e .`. Against its source, the rest compiled alike
-  (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the replay takes 1.70
-  times less time under FCFS and 1.44 under SPF, with the same job table. What it cannot take
+  (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the replay takes about
+  1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs on a loaded machine), with
+  the same job table. What it cannot take
   away is CPython's own work around the scheduler: look-ups by job id, the per-job objects, and
   the protocol's events, whose dataclasses mypyc does not compile as they are written.
   The EASY pass is typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue
