@@ -20,6 +20,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from _common import ROOT, trace_named
@@ -48,6 +49,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trace", default="KTH-SP2-1996-2.1-cln")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "benchmarks" / "results" / "option-cost.json",
+        help="where the figures go (default: the probabilistic page's, benchmarks/results/)",
+    )
     args = parser.parse_args()
     workload = load_workload(trace_named(args.trace))
     samples: dict[str, list[float]] = {label: [] for label, _, _ in OPTIONS}
@@ -63,8 +70,7 @@ def main() -> None:
         row["replay_ratio"] = round(replay_us / easy, 2)
         rows.append(row)
         print(f"{label:28} replay {row['replay_us']:8.2f} ({row['replay_ratio']:.2f})")
-    out = ROOT / "benchmarks" / "results" / "option-cost.json"
-    out.write_text(
+    args.out.write_text(
         json.dumps({"trace": args.trace, "repeats": args.repeats, "rows": rows}, indent=1) + "\n"
     )
 
