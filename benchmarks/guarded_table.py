@@ -216,6 +216,12 @@ def cost_table(results: pd.DataFrame) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
+def _weeks_text(run: pd.Series) -> str:
+    """A guarded run's weeks on, as "on of weeks with a model" ("n/a" without a summary)."""
+    on = weeks_on(str(run["path"]))
+    return "n/a" if on is None else f"{on[0]} of {on[1]}"
+
+
 def options_table(results: pd.DataFrame) -> str:
     """The guarded runs with guard options (``classifier_options``, such as the study's
     ``guard_off_after=1``), copy by copy beside the method's and the default guard's runs of
@@ -242,17 +248,12 @@ def options_table(results: pd.DataFrame) -> str:
         if METHOD not in by or GUARDED not in by:
             continue
         method, default = by[METHOD], by[GUARDED]
-
-        def weeks(r: pd.Series) -> str:
-            on = weeks_on(str(r["path"]))
-            return "n/a" if on is None else f"{on[0]} of {on[1]}"
-
         lines.append(
             f"| {short(str(run['trace']))} | {run['policy']} | `{run['classifier_options']}` | "
             f"{int(run['copy'])} | {int(method['kills']):,} | {int(run['kills']):,} | "
             f"{int(default['kills']):,} | {float(method['mean_bsld']):.2f} | "
             f"{float(run['mean_bsld']):.2f} | {float(default['mean_bsld']):.2f} | "
-            f"{weeks(run)} | {weeks(default)} |"
+            f"{_weeks_text(run)} | {_weeks_text(default)} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
 

@@ -90,9 +90,6 @@ def _atomic_write(path: Path, data: bytes, *, durable: bool = False) -> None:
     tmp.replace(path)
 
 
-_EMPTY = json.dumps({"schema": 1, "entries": []}, indent=1) + "\n"
-
-
 def _entry_text(entry: dict[str, Any]) -> str:
     """``entry`` as ``json.dumps(manifest, indent=1)`` writes it inside the manifest's
     ``entries`` list (two levels deep: each line indented by two more spaces)."""
@@ -150,9 +147,8 @@ class ModelStore:
         if self._texts is None:
             self._texts = {e["week"]: _entry_text(e) for e in self.manifest()["entries"]}
         self._texts[entry["week"]] = _entry_text(entry)
-        texts = [self._texts[week] for week in sorted(self._texts)]
-        body = ",\n".join(texts)
-        text = '{\n "schema": 1,\n "entries": [\n' + body + "\n ]\n}\n" if texts else _EMPTY
+        body = ",\n".join(self._texts[week] for week in sorted(self._texts))  # never empty
+        text = '{\n "schema": 1,\n "entries": [\n' + body + "\n ]\n}\n"
         _atomic_write(self.manifest_path, text.encode(), durable=True)
 
     def load(self, entry: dict[str, Any], data: bytes | None = None) -> FastForest:
