@@ -58,9 +58,12 @@ def test_the_page_shows_each_run_s_figures_and_names_the_missing_ones(tmp_path: 
     page = render(table, campaign, notes="## Why\n\nBecause.")
     assert "## HPC2N-2002-2.2-cln (1,000 jobs)" in page
     assert "| su | 0.610 | 120 | 0.250 | 1,500 |" in page  # prediction quality
-    assert "| su | 12.50 | n/r | n/r | n/r | 10.25 |" in page  # bsld per dispatcher
-    assert "| requested | 637.00 | n/r | n/r | n/r | n/r |" in page
-    assert "| adaboost | n/r / n/r | 2.00 / 3,157 | n/r / n/r |" in page  # corrections
+    # bsld per dispatcher: n/r where the campaign has the run but it is not made, – where the
+    # campaign does not have it (running the campaign would not fill it)
+    assert "| su | 12.50 | – | – | – | 10.25 |" in page
+    assert "| requested | 637.00 | – | – | – | n/r |" in page
+    assert "–: not in the campaign" in page
+    assert "| adaboost | n/r / n/r | 2.00 / 3,157 | – / – |" in page  # corrections
     # seed 002's HPC2N change for regression (simple): -44 % wait, -100 % bsld; ours the same
     assert "| regression (AdaBoost), simple | -44 % | -44 % | -100 % | -100 % |" in page
     assert "## Why\n\nBecause." in page

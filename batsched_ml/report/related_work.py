@@ -25,6 +25,8 @@ from batsched_ml.scheduler.predictors import PREDICTORS as BUILTIN
 
 PREDICTORS = tuple(BUILTIN)  # the page's rows, in the command line's order
 MISSING = "n/r"
+#: A cell whose setting the campaign does not hold (it would not be made by running it).
+NOT_IN_CAMPAIGN = "–"
 
 #: Rubio et al., Tables 4 and 5, HPC2N Seth column (their cleaning: a one-user flurry, 55 % of the
 #: log, and jobs over 7 days removed; first 1 % of jobs left out of the means; Slurm simulator).
@@ -82,9 +84,20 @@ def _value(table: pd.DataFrame, column: str, **where: Any) -> float | None:
     return float(found.iloc[0][column])
 
 
+def _in_campaign(table: pd.DataFrame, **where: Any) -> bool:
+    """Whether the campaign holds a run of ``where``, made or not."""
+    where = {"predictor_options": "", "dispatcher_options": "", **where}
+    mask = pd.Series(True, index=table.index)
+    for key, value in where.items():
+        mask &= table[key] == value
+    return bool(mask.any())
+
+
 def _cell(table: pd.DataFrame, column: str, fmt: str, **where: Any) -> str:
     value = _value(table, column, **where)
-    return MISSING if value is None else format(value, fmt)
+    if value is not None:
+        return format(value, fmt)
+    return MISSING if _in_campaign(table, **where) else NOT_IN_CAMPAIGN
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -141,6 +154,12 @@ def trace_section(table: pd.DataFrame, trace: str) -> list[str]:
                 ]
             )
         out += [*_markdown(["predictor", *RELATED_DISPATCHERS], rows), ""]
+        if any(NOT_IN_CAMPAIGN in row for row in rows):
+            out += [
+                f"{NOT_IN_CAMPAIGN}: not in the campaign (its file says why, and which "
+                "campaign makes it).",
+                "",
+            ]
 
     out += [
         "**Walltime correction** under EASY (Rubio et al.): mean bounded slowdown / mean wait (s)"
