@@ -156,7 +156,8 @@ def test_wfp_s_float_sort_is_the_tuple_sort() -> None:
     """The WFP queue sorted by its float priority, ranks apart and ties put in arrival order
     (``core._wfp_sorted``), is the list the tuple key sorts, on queues full of ties (jobs
     queued at the pass's very time, equal waits over equal estimates, -0.0 and 0.0), mixed
-    ranks and any input order."""
+    ranks and any input order (shuffled, or in arrival order, where the ties are already in
+    theirs and are not sorted again)."""
     from batsched_ml.scheduler.core import _wfp_sorted
     from batsched_ml.scheduler.policies import POLICIES
 
@@ -177,6 +178,9 @@ def test_wfp_s_float_sort_is_the_tuple_sort() -> None:
         expected = sorted(entries, key=lambda e: (e.rank, *key(e, now)))
         assert _wfp_sorted(entries, now) == expected
         assert [e.seq for e in _wfp_sorted(entries, now)] == [e.seq for e in expected]
+        # in arrival order, as a pass gives them: the ties need no sort of their own (skipped)
+        arrived = sorted(entries, key=lambda e: (e.subtime, e.seq))
+        assert [e.seq for e in _wfp_sorted(arrived, now)] == [e.seq for e in expected]
         ties += sum(key(a, now)[0] == key(b, now)[0] for a, b in itertools.pairwise(expected))
     assert ties > 1000  # the ties were many
 
