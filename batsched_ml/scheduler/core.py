@@ -60,6 +60,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from itertools import islice
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -625,21 +626,38 @@ class BatchScheduler:
         chosen = {id(entry) for entry in starving}
         return starving + [entry for entry in queue if id(entry) not in chosen]
 
-    def _starving(self, now: float) -> list[WaitingJob]:
+    def _starving(self, now: float, rest: list[WaitingJob] | None = None) -> list[WaitingJob]:
         """The jobs waiting for longer than the starvation threshold at ``now``, oldest first
-        (by subtime, then arrival): the head of the queue a pass walks."""
+        (by subtime, then arrival): the head of the queue a pass walks. ``rest``, when given,
+        receives the other waiting jobs, in arrival order (what a WFP pass orders: telling them
+        apart by the identity of the starving ones was a tenth of a RICC replay under WFP)."""
         threshold = self.starvation_threshold
         if threshold is None:
+            if rest is not None:
+                rest.extend(self.waiting.values())
             return []
         starving: list[WaitingJob] = []
+        k = 0  # the entries walked
         for entry in self.waiting.values():  # arrival order = Batsim's submission order
             if now - entry.job.subtime <= threshold:
                 break
             if now - entry.subtime > threshold:
                 starving.append(entry)
+            elif rest is not None:
+                rest.append(entry)
+            k += 1
+        backdated = 0
         for entry in self._backdated.values():  # resubmissions waiting since their original
             if now - entry.job.subtime <= threshold < now - entry.subtime:
-                starving.append(entry)
+                starving.append(entry)  # (never among the entries above: their jobs are young)
+                backdated += 1
+        if rest is not None:
+            after = islice(self.waiting.values(), k, None)
+            if backdated:
+                chosen = {id(entry) for entry in starving[len(starving) - backdated :]}
+                rest.extend([entry for entry in after if id(entry) not in chosen])
+            else:
+                rest.extend(after)
         if not _in_arrival_order(starving, 0, len(starving)):  # sorted: nothing to do
             starving.sort(key=_starving_key)
         return starving
@@ -654,12 +672,8 @@ class BatchScheduler:
         the heads are found one by one (:func:`_wfp_first`), and only the jobs that fit are
         sorted. On RICC, with thousands waiting, the whole sort at each pass was nearly all of
         the replay. More than a few heads starting at once: the whole sort, as before."""
-        starving = self._starving(now)
-        if starving:
-            chosen = {id(entry) for entry in starving}
-            rest = [entry for entry in self.waiting.values() if id(entry) not in chosen]
-        else:
-            rest = list(self.waiting.values())
+        rest: list[WaitingJob] = []
+        starving = self._starving(now, rest)
         free = self.free.count
         out: list[WaitingJob] = []
         for i, entry in enumerate(starving):
