@@ -570,6 +570,12 @@ def comparison(settings: list[Setting], trace: str) -> Drawing | None:
                     container, fmt="%.3g", fontsize=7, padding=2, rotation=90 if crowded else 0
                 )
         ax.margins(y=0.25 if crowded else 0.15)
+        # counts, times and shares: no axis below zero, even when every value is zero (as
+        # the killed work of methods that kill nothing, which drew an axis from -0.06)
+        if (shown[column].astype(float) > 0).any():
+            ax.set_ylim(bottom=0)
+        else:
+            ax.set_ylim(0, 1)
     axes[2].set_ylim(0, 115 if len(table) > 8 else 105)
     axes[2].set_yticks(range(0, 101, 20))
     fig.suptitle(f"{trace}: methods at a glance, gains and their cost")
