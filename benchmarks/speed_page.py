@@ -149,13 +149,19 @@ def _within(row: dict[str, Any]) -> str:
 
 
 def render_table(runs: list[dict[str, Any]]) -> str:
+    """The table; a row measured on another day than the first file's says so (a machine of
+    another day may be faster or slower: its time is not to be compared with the others')."""
     lines = [
         "| what | target | compiled parts | within | no compiled part | ratio | result files |",
         "|---|---|---|---|---|---|---|",
     ]
+    first = runs[0]["date"] if runs else ""
     for data in runs:
         for row in data["rows"]:
-            cells = [row["label"], row["target"], _cell(row["seconds"], row["peaks"])]
+            label = row["label"]
+            if row.get("date", first) != first:
+                label += f" (measured on {row['date']})"
+            cells = [label, row["target"], _cell(row["seconds"], row["peaks"])]
             cells.append(_within(row))
             if "other_seconds" in row and data["other"] == "python":
                 ratio = statistics.median(row["other_seconds"]) / statistics.median(row["seconds"])
@@ -202,6 +208,9 @@ def load(paths: list[Path]) -> list[dict[str, Any]]:
     """The saved runs, in order; a row measured again in a later file replaces the earlier
     one (where it was), so a row can be remeasured without running the whole table."""
     runs = [json.loads(path.read_text()) for path in paths]
+    for run in runs:  # each row keeps the day it was measured (rows move between files)
+        for row in run["rows"]:
+            row.setdefault("date", run["date"])
     latest = {row["row"]: (i, row) for i, run in enumerate(runs) for row in run["rows"]}
     for i, run in enumerate(runs):
         run["rows"] = [

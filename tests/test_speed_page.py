@@ -61,3 +61,30 @@ def test_a_row_measured_again_replaces_the_first_in_place(tmp_path: Path) -> Non
     runs = speed_page.load([tmp_path / "a.json", tmp_path / "b.json"])
     rows = [row for run in runs for row in run["rows"]]
     assert [(row["row"], row["seconds"]) for row in rows] == [("kth", [1.0]), ("hpc2n", [6.0])]
+
+
+def test_a_row_measured_again_on_another_day_says_so(tmp_path: Path) -> None:
+    """A row replaced by a later file keeps its place and names the day it was measured on:
+    another day may be another machine, whose times are not the others'."""
+    import json
+
+    def row(name: str, seconds: float) -> dict:
+        return {
+            "row": name,
+            "label": name.upper(),
+            "target": "<= 1 s",
+            "targets": [1.0, None],
+            "seconds": [seconds],
+            "peaks": [160.0],
+        }
+
+    first = {"date": "2026-01-01", "cores": 2, "repeat": 1, "other": None}
+    first["rows"] = [row("help", 0.1), row("kth", 1.5)]
+    again = {**first, "date": "2026-01-02", "rows": [row("kth", 0.9)]}
+    paths = [tmp_path / "speed-1.json", tmp_path / "speed-2.json"]
+    for path, data in zip(paths, (first, again), strict=True):
+        path.write_text(json.dumps(data))
+    lines = speed_page.render_table(speed_page.load(paths)).splitlines()
+    assert lines[2].startswith("| HELP | <= 1 s | 0.10 s")
+    assert lines[3].startswith("| KTH (measured on 2026-01-02) | <= 1 s | 0.90 s, 160 MiB | yes |")
+    assert len(lines) == 4
