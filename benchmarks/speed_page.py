@@ -91,8 +91,10 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   (a quarter of HPC2N's passes under WFP; `tests/test_easy.py` checks each one). PRB's sort
   is given the last pass's order, which changes little (about one comparison a job). Finding
   the heads still computes every waiting job's priority at each pass, a cost that grows with
-  the queue: on RICC, with thousands waiting for weeks, WFP takes minutes (the table's last
-  row), where the static orders take seconds.
+  the queue: on RICC, with thousands waiting for weeks, WFP takes minutes (compare the two
+  RICC rows measured on the same day), where the static orders take seconds. RICC submits
+  jobs by the hundred alike, whose priorities tie: a tie, like the starving jobs, is sorted
+  only when it is not in arrival order already (it nearly always is).
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
