@@ -481,6 +481,12 @@ variants = ["base"]
 workers = 1
 """,
     )
+    # distributed registers its defaults in dask's configuration when imported: imported
+    # first, so that leaving the block restores them (imported inside it, the block's exit
+    # removed the whole "distributed" section, and the next campaign of this test process
+    # failed with KeyError: 'distributed')
+    import distributed  # noqa: F401
+
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         assert main(["campaign", str(config), "-q"]) == 1
     out = capsys.readouterr().out
