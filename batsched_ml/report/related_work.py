@@ -71,33 +71,38 @@ def collect(campaign: Campaign) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
 
 
-def _value(table: pd.DataFrame, column: str, **where: Any) -> float | None:
-    """``column`` of the run matching ``where`` (with the default options unless ``where``
-    names some); ``None`` if not made or not reported."""
+def _matching(table: pd.DataFrame, where: dict[str, Any]) -> pd.Series:
+    """The rows of the campaign's runs of ``where`` (with the default options unless ``where``
+    names some), made or not."""
     where = {"predictor_options": "", "dispatcher_options": "", **where}
     mask = pd.Series(True, index=table.index)
     for key, value in where.items():
         mask &= table[key] == value
+    return mask
+
+
+def _made(table: pd.DataFrame, mask: pd.Series, column: str) -> float | None:
+    """``column`` of the first made run among ``mask``'s; ``None`` if none is made or it does
+    not report it."""
     found = table[mask & (table["status"] != "missing")]
     if found.empty or column not in found or pd.isna(found.iloc[0][column]):
         return None
     return float(found.iloc[0][column])
 
 
-def _in_campaign(table: pd.DataFrame, **where: Any) -> bool:
-    """Whether the campaign holds a run of ``where``, made or not."""
-    where = {"predictor_options": "", "dispatcher_options": "", **where}
-    mask = pd.Series(True, index=table.index)
-    for key, value in where.items():
-        mask &= table[key] == value
-    return bool(mask.any())
+def _value(table: pd.DataFrame, column: str, **where: Any) -> float | None:
+    """``column`` of the run matching ``where``; ``None`` if not made or not reported."""
+    return _made(table, _matching(table, where), column)
 
 
 def _cell(table: pd.DataFrame, column: str, fmt: str, **where: Any) -> str:
-    value = _value(table, column, **where)
+    """``column`` of the run of ``where`` formatted; :data:`MISSING` for a run of the
+    campaign not made yet, :data:`NOT_IN_CAMPAIGN` for a setting the campaign does not hold."""
+    mask = _matching(table, where)
+    value = _made(table, mask, column)
     if value is not None:
         return format(value, fmt)
-    return MISSING if _in_campaign(table, **where) else NOT_IN_CAMPAIGN
+    return MISSING if bool(mask.any()) else NOT_IN_CAMPAIGN
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
