@@ -23,6 +23,12 @@ from typing import Any
 
 import pandas as pd
 
+from batsched_ml.results.metrics import read_jobs_csv
+from batsched_ml.results.outputs import JOBS, SUMMARY, TIMING, Memory, write_replay
+from batsched_ml.runs.pipeline import load
+from batsched_ml.runs.replaying import ReplayConfig, run_replay
+from batsched_ml.workload.shipped import resolve
+
 __all__ = ["Result", "replay"]
 
 
@@ -71,11 +77,6 @@ def replay(
     variant trains its weekly forests in process. Invalid settings raise
     :class:`~batsched_ml.errors.ConfigError` with the reason.
     """
-    from batsched_ml.results.metrics import read_jobs_csv
-    from batsched_ml.results.outputs import JOBS, SUMMARY, TIMING, Memory, write_replay
-    from batsched_ml.runs.pipeline import load
-    from batsched_ml.runs.replaying import ReplayConfig, run_replay
-    from batsched_ml.workload.shipped import resolve
 
     if config is None:
         config = ReplayConfig(**settings)

@@ -121,7 +121,7 @@ SCHEDULER_GROUP: tuple[str, ...] = (
     "batsched_ml.scheduler.easy",
     "batsched_ml.scheduler.dispatchers",
     "batsched_ml.scheduler.core",
-    "batsched_ml.runs.measured",
+    "batsched_ml.results.measured",
 )
 
 #: The module the build writes and compiles with the group: ``SOURCES``, each module's name and

@@ -15,7 +15,7 @@ over the method's, per copy); the jobs killed at the divider by each; the weeks 
 on (from each guarded run's ``summary.json``); and the verdicts of the targets: worse than the
 base beyond the 95 % interval (with one copy there is no interval: the sign is shown), at least
 90 % of the method's gain kept (FCFS), no more kills than the method. Figures are means over the
-copies with a 95 % Student-t interval (:mod:`batsched_ml.report.gap`), paired per copy. A
+copies with a 95 % Student-t interval (:mod:`batsched_ml.results.gap`), paired per copy. A
 second table gives the cost of each schedule to the machine beside the kills of the first: the
 core-hours of the killed attempts and the useful utilisation (killed attempts left out). When
 the campaigns hold other dispatchers of the base variant (``campaigns/study.toml``'s
@@ -40,7 +40,7 @@ import pandas as pd
 from _common import print_or_write
 
 from batsched_ml.experiments.paper import short
-from batsched_ml.report.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
+from batsched_ml.results.gap import BASE, CEILING, Estimate, estimate, gain, share_of_ceiling
 from batsched_ml.results.table import FINISHED_STATUSES, read_results
 
 METHOD, GUARDED = "classification-idempotent", "classification-guarded"

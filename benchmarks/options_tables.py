@@ -9,7 +9,7 @@ Usage::
 
 Reads the campaigns' ``results.csv`` (one row per run, each made with its base and ceiling
 beside it) and prints, from the same gap rows as the campaigns' ``gap.md``
-(:func:`batsched_ml.report.gap.rows_from_results`: means over the shaken copies ± the half
+(:func:`batsched_ml.results.gap.rows_from_results`: means over the shaken copies ± the half
 width of the 95 % Student-t interval, paired per copy):
 
 * ``options-kth``: ``campaigns/classifier-options-kth.toml``'s options (threshold, small-queue
@@ -32,7 +32,7 @@ from pathlib import Path
 from _common import print_or_write
 
 from batsched_ml.experiments.paper import short
-from batsched_ml.report.gap import BASE, CEILING, GapRow, rows_from_results
+from batsched_ml.results.gap import BASE, CEILING, GapRow, rows_from_results
 from batsched_ml.results.table import read_results
 
 METHOD = "classification-idempotent"

@@ -33,7 +33,10 @@ TEMPLATE = """\
 
 What users wait for is the whole command, so `benchmarks/speed_table.py` runs each one as a
 user would (`python -m batsched_ml ...` from an empty folder), {repeat} times, and reports the
-median wall time (min-max) and the command's peak resident memory, next to its target. With
+median wall time (min-max) and the command's peak resident memory, next to its target. The
+package's byte code is written first, as `pip install` writes it: on a machine that sets
+`PYTHONDONTWRITEBYTECODE`, every start would otherwise compile the package's modules from
+source again (a tenth of a second of KTH-SP2's replay). With
 `--python` each row runs a second time, interleaved, with `BATSCHED_ML_KERNEL=python`: what an
 install without a C compiler runs. The machine's speed drifts from hour to hour: compare the
 ratios of one run, not absolute times of two.
@@ -108,7 +111,11 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   `pip install -e .`. Against its source, the rest compiled alike
   (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the replay takes about
   1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs on a loaded machine), with
-  the same job table. What it cannot take
+  the same job table. The classifier and its features (`scheduler/classified.py`,
+  `predict/features.py`) compiled with the group were tried and not kept: the same files, a
+  classified KTH-SP2 replay 0.91 times the time (5 pairs, 0.88-1.01), full HPC2N's 0.99
+  (3 pairs): a classified run's time is the forests' training, which its first job of each
+  week waits for, and the calendar of each submission (C already). What it cannot take
   away is CPython's own work around the scheduler: look-ups by job id, the per-job objects, and
   the protocol's events, whose dataclasses mypyc does not compile as they are written.
   The EASY pass is typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue

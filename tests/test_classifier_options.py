@@ -15,7 +15,7 @@ from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import FastForest, train_forest
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, WeeklyModel, divider_of, fit_week
-from batsched_ml.report.gap import method_label
+from batsched_ml.results.gap import method_label
 from batsched_ml.runs.replaying import ReplayConfig, make_scheduler, run_replay
 from batsched_ml.scheduler.classified import Classifier
 from tests.test_classified import rows, workload

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from batsched_ml.report.gap import estimate, gap_rows, gap_table, share_of_ceiling
+from batsched_ml.results.gap import estimate, gap_rows, gap_table, share_of_ceiling
 from batsched_ml.workload.shake import shake
 
 WORKLOAD = {
@@ -126,7 +126,7 @@ def test_replay_of_a_shaken_copy_is_its_own_run_and_repeats_byte_for_byte(
 def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_change(
     tmp_path,
 ) -> None:
-    from batsched_ml.report.gap import method_label, write_gap
+    from batsched_ml.results.gap import method_label, write_gap
 
     def row(variant, copy, value, **more):
         return {"trace": "T", "policy": "spf", "variant": variant, "copy": copy, "seed": 0,
@@ -179,7 +179,7 @@ def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_
         in text
     )
     assert write_gap(records[:2] + records[4:6], tmp_path / "none") is None  # no ceiling
-    from batsched_ml.report.gap import rows_from_results
+    from batsched_ml.results.gap import rows_from_results
 
     # the wasted share is a mean over the row's copies too (the failed copy 2 is not one)
     rows = {row.method: row for row in rows_from_results(records)}

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import options_tables  # noqa: E402
 from _common import print_or_write, write_between_markers  # noqa: E402
 
-from batsched_ml.report.gap import GapRow, estimate  # noqa: E402
+from batsched_ml.results.gap import GapRow, estimate  # noqa: E402
 
 
 def test_the_methods_are_named_as_on_the_page() -> None:

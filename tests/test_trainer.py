@@ -646,7 +646,7 @@ def test_an_interrupt_while_the_side_trainer_starts_stops_it(
     its client used to leave the process running, an orphan: it is killed like any other
     interrupted run's trainer."""
     from batsched_ml.runs.replaying import ReplayConfig
-    from batsched_ml.trainer import client, lifecycle, process
+    from batsched_ml.trainer import lifecycle
 
     made: list = []
 
@@ -669,8 +669,8 @@ def test_an_interrupt_while_the_side_trainer_starts_stops_it(
         def __init__(self, *args, **kwargs) -> None:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(process, "TrainerProcess", FakeProcess)
-    monkeypatch.setattr(client, "RemoteTrainer", InterruptedClient)
+    monkeypatch.setattr(lifecycle, "TrainerProcess", FakeProcess)  # where it is looked up
+    monkeypatch.setattr(lifecycle, "RemoteTrainer", InterruptedClient)
     config = ReplayConfig(variant="classification-idempotent")
     with (
         pytest.raises(KeyboardInterrupt),

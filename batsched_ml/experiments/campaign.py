@@ -32,7 +32,7 @@ Seeds only apply to variants that train a forest (``classification``,
 plain folder name, so the runs of ``paper-results`` count as done. ``copies = N`` replays every
 run on N copies of its trace: copy 0 the trace itself, copy k > 0 the trace shaken with seed k
 (Tsafrir et al.'s input shaking: each submission moved by up to ``shake_seconds``), in folders
-ending ``-copyK``; the closing-the-gap table (:mod:`batsched_ml.report.gap`) pairs the runs of
+ending ``-copyK``; the closing-the-gap table (:mod:`batsched_ml.results.gap`) pairs the runs of
 one copy. Every combination of the grid that the run configuration accepts runs (one
 ``ReplayConfig`` validation decides, none written here); dispatchers that order the queue
 themselves (sjf, ljf, prb, cph), for example, run with ``fcfs`` only. The names of predictors,
@@ -76,6 +76,7 @@ import pandas as pd
 from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.plugins import Choices
 from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
+from batsched_ml.results.gap import write_gap
 from batsched_ml.results.runfolder import (
     RUN_FILE,
     RunIdentity,
@@ -84,7 +85,8 @@ from batsched_ml.results.runfolder import (
     same_run,
 )
 from batsched_ml.results.table import RESULT_COLUMNS, SUMMARY_COLUMNS, read_results
-from batsched_ml.runs.replaying import planner_kwargs
+from batsched_ml.runs.pipeline import identity_of, replay_into
+from batsched_ml.runs.replaying import ReplayConfig, planner_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 from batsched_ml.workload import archive, shipped
@@ -160,8 +162,6 @@ class RunSpec:
 
     def config(self) -> Any:
         import dataclasses
-
-        from batsched_ml.runs.replaying import ReplayConfig
 
         config = ReplayConfig(
             policy=self.policy,
@@ -628,7 +628,6 @@ def valid(spec: RunSpec) -> bool:
 
 def _classifier_check(variant: str, params: dict) -> dict:
     """``params`` as classifier options of ``variant`` (raises :class:`ConfigError`)."""
-    from batsched_ml.runs.replaying import ReplayConfig
 
     return ReplayConfig(variant=variant, classifier_params=params).classifier_params
 
@@ -682,7 +681,6 @@ def result_row(
 def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
-    from batsched_ml.runs.pipeline import identity_of
 
     return identity_of(trace_path(spec, trace_dir), spec.config(), shaking=spec.shaking)
 
@@ -709,7 +707,6 @@ def run_one(
                 return result_row(spec, folder, "linked", time.perf_counter() - started)
         if reason == "not run yet":
             reason = ""
-        from batsched_ml.runs.pipeline import replay_into
 
         # the campaign owns its run folders (force); it says the input cleaning once per trace
         replay_into(
@@ -993,8 +990,7 @@ def with_earlier_runs(table: pd.DataFrame, output: Path) -> pd.DataFrame:
 
 def write_results(table: pd.DataFrame, output: Path) -> None:
     """``results.csv`` and ``results.parquet``, and ``gap.md`` when the runs hold the yardsticks
-    of the closing-the-gap table (:func:`batsched_ml.report.gap.write_gap`)."""
-    from batsched_ml.report.gap import write_gap
+    of the closing-the-gap table (:func:`batsched_ml.results.gap.write_gap`)."""
 
     table = with_earlier_runs(table, output)
     table.to_csv(output / "results.csv", index=False)

@@ -16,7 +16,8 @@ from typing import Any
 
 from batsched_ml import registry
 from batsched_ml.errors import UserError
-from batsched_ml.experiments.campaign import RunSpec
+from batsched_ml.experiments.campaign import Campaign, RunSpec, run_campaign, run_identity
+from batsched_ml.results.runfolder import COMPLETE, same_run, status_of
 
 PAPER_TRACES = (
     "KTH-SP2-1996-2.1-cln",
@@ -76,8 +77,6 @@ def run_all(
     cleanly by Ctrl-C or SIGTERM, the most expensive runs first). Returns the runs that failed,
     one line each with the reason (a missing trace, a bad option: the user's to fix, so the
     caller says so and exits 1, as ``campaign`` does)."""
-    from batsched_ml.experiments.campaign import Campaign, run_campaign, run_identity
-    from batsched_ml.results.runfolder import same_run
 
     todo = [run for run in runs if not same_run(run.folder(root), run_identity(run, trace_dir))[0]]
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already done, {len(todo)} to go")
@@ -104,7 +103,6 @@ class RunsMissing(UserError):
 
 
 def load(root: Path, runs: list[RunSpec]) -> dict[RunSpec, dict[str, Any]]:
-    from batsched_ml.results.runfolder import COMPLETE, status_of
 
     out = {}
     for run in runs:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from batsched_ml.compiled import compiled_module
+from batsched_ml.predict.grow import grow_forest
 from batsched_ml.predict.params import ForestParams
 
 if TYPE_CHECKING:
@@ -232,7 +233,6 @@ def train_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> TrainedF
     itself (:mod:`batsched_ml.predict.bootstrap_rows`): the same trees either way."""
     if params.n_estimators == 0 or len(y) < params.min_train or y.all() or not y.any():
         return TrainedForest(None, None, 0.0, len(y))
-    from batsched_ml.predict.grow import grow_forest
 
     started = time.perf_counter()
     grown = grow_forest(x, y, params)

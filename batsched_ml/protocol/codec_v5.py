@@ -40,6 +40,9 @@ times differ from Batsim 4's for the same run. Its replies carry Batsim's exact 
 a reply or decision stamped with the rounded ``now`` (3.0 for 3.000000000001) is stamped with
 Batsim's, and nothing is stamped earlier (a decision at 3.0 in a reply to 3.000000000001 would
 be in the past).
+
+:func:`through_batsim5_json` puts Batsim 5's JSON between the embedded simulator and a scheduler
+in process, both ways, as between Batsim 5 and a served scheduler.
 """
 
 from __future__ import annotations
@@ -798,3 +801,19 @@ class Batsim5Codec:
     def dumps(self, message: Message) -> str:
         """:meth:`dump_message` as JSON text."""
         return json.dumps(self.dump_message(message))
+
+
+def through_batsim5_json(
+    handler: Callable[[Message], Message], features: dict[str, bool]
+) -> Callable[[Message], Message]:
+    """``handler`` (a scheduler's) behind Batsim 5's JSON both ways, in process: each of the
+    embedded Batsim's messages is written as Batsim 5 writes it and read by the scheduler's
+    codec (times rounded), each reply written by that codec and read back as Batsim reads it
+    (times exact). The embedded replay of a Batsim 5 run so decides on what a served scheduler
+    would read."""
+    batsim, edc = Batsim5Codec(features), Batsim5Codec(features)
+
+    def handle(message: Message) -> Message:
+        return batsim.decode(edc.to_batsim(handler(edc.from_batsim(batsim.encode(message)))))
+
+    return handle

@@ -7,7 +7,7 @@ by trace, then by *setting*: everything the run's configuration says (policy, va
 predictor, correction, dispatcher, their options, the forest...), but not which copy of the
 trace it replayed (``summary.json``'s ``shaking``: its seed and seconds; none: the trace
 itself, copy 0). The copies of one setting are aggregated into means with 95 % intervals
-(:func:`batsched_ml.report.gap.estimate`) and paired by copy against a baseline; a setting is
+(:func:`batsched_ml.results.gap.estimate`) and paired by copy against a baseline; a setting is
 named by its label (:func:`label_runs`).
 """
 
@@ -24,10 +24,11 @@ import pandas as pd
 
 from batsched_ml.errors import UserError
 from batsched_ml.registry import run_title
-from batsched_ml.report.gap import Estimate, estimate, share_of_ceiling
+from batsched_ml.results.gap import Estimate, estimate, share_of_ceiling
 from batsched_ml.results.metrics import killed_jobs, logical_jobs, read_jobs_csv, with_job_metrics
 from batsched_ml.results.runfolder import require_complete
 from batsched_ml.results.table import read_results
+from batsched_ml.scheduler.guard import GUARD_DEFAULTS
 
 DAY = 86_400.0
 #: The paper's variants, in the order its figures show them, then the guarded one.
@@ -260,7 +261,6 @@ def guard_weeks(run: Run) -> tuple[pd.DataFrame, float] | None:
     """The guard's decision week by week (``classification-guarded``): on or off, why, and the
     mean bounded slowdown of the recently finished jobs it judged by (and the share of them at
     the threshold or above); with the threshold the run used (its ``guard_slowdown``)."""
-    from batsched_ml.scheduler.guard import GUARD_DEFAULTS
 
     table = run.table("weekly_quality.csv")
     if table is None or "guard_on" not in table:
@@ -637,7 +637,7 @@ def trade_off(trace_settings: list[Setting]) -> tuple[pd.DataFrame, list[str]]:
     """One row per setting of the trace that has a base and a ceiling (the base and
     class-clairvoyant runs of the same policy and of the same other settings: predictor,
     dispatcher, options...): its share of the ceiling's gain in total bounded slowdown
-    (:func:`batsched_ml.report.gap.share_of_ceiling`, 0 for the base, 1 for the ceiling) and
+    (:func:`batsched_ml.results.gap.share_of_ceiling`, 0 for the base, 1 for the ceiling) and
     its share of jobs killed, each the mean over the copies that have all three (a copy whose
     ceiling gains nothing is left out) with its 95 % interval. Also the labels of the
     classified settings that lack a base or a ceiling: the page names them."""

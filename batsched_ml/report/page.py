@@ -18,7 +18,9 @@ import pandas as pd
 
 from batsched_ml.report import data
 from batsched_ml.report.data import Run, Setting, find_runs, machines
-from batsched_ml.report.gap import Estimate
+from batsched_ml.report.figures import draw_trace
+from batsched_ml.results.gap import Estimate
+from batsched_ml.workload.archive import find
 
 #: The columns of a trace's table of means: metric key, header, scale for display; the gains,
 #: then their cost. means.csv has every metric (the total bounded slowdown, the longest wait,
@@ -101,7 +103,6 @@ def load_report(paths: list[str | Path], baseline: str | None = None) -> Report:
 def trace_name(trace: str) -> str:
     """A trace's name for titles: the archive's short name (``KTH-SP2``) of a log it knows,
     else the name the runs give."""
-    from batsched_ml.workload.archive import find
 
     known = find(trace)
     return known.name if known is not None else trace
@@ -244,7 +245,6 @@ def _trace_section(
     out: Path,
     gantt_window: tuple[float, float] | None,
 ) -> str:
-    from batsched_ml.report.figures import draw_trace
 
     name = trace_name(trace)
     runs = [run for s in settings for run in s.runs]

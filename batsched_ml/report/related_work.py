@@ -20,6 +20,7 @@ import pandas as pd
 
 from batsched_ml.experiments.campaign import Campaign, result_row, spec_of_row
 from batsched_ml.registry import CORRECTIONS, RELATED_DISPATCHERS
+from batsched_ml.results.runfolder import COMPLETE, code_identity, read_run, same_code
 from batsched_ml.results.table import RESULT_COLUMNS
 from batsched_ml.scheduler.predictors import PREDICTORS as BUILTIN
 
@@ -52,7 +53,6 @@ SEED_003 = {
 def collect(campaign: Campaign) -> pd.DataFrame:
     """One row per run of the campaign, from its folder (``status`` is ``missing`` when the
     run has not been made)."""
-    from batsched_ml.results.runfolder import COMPLETE, code_identity, read_run, same_code
 
     rows = []
     for spec in campaign.runs:

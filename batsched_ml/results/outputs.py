@@ -30,11 +30,24 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+import pandas as pd
+
+from batsched_ml.predict.features import FEATURE_NAMES
+from batsched_ml.results.measured import MeasuredPredictor
+from batsched_ml.results.metrics import (
+    FIGURE_COLUMNS,
+    classification_quality,
+    prediction_quality,
+    read_jobs_csv,
+    summarize,
+)
 from batsched_ml.results.textfile import write_text as write_text
+from batsched_ml.scheduler.guard import GUARD_COLUMNS
+from batsched_ml.sim.jobs_csv import table_parts
+from batsched_ml.workload.io import dropped_jobs
 
-if TYPE_CHECKING:  # the writers take these; importing them here would pull the whole scheduler
-    import pandas as pd
-
+if TYPE_CHECKING:  # the run's result (the run pipeline, above, hands it over)
     from batsched_ml.runs.replaying import ReplayResult
 
 RUN_FILE = "run.json"  # the run's identity and status (:mod:`batsched_ml.results.runfolder`)
@@ -114,7 +127,6 @@ class Memory:
         self.texts[name] = text if isinstance(text, str) else "".join(text)
 
     def figure_table(self) -> pd.DataFrame:
-        from batsched_ml.results.metrics import FIGURE_COLUMNS, read_jobs_csv
 
         return read_jobs_csv(io.StringIO(self.texts[JOBS]), columns=FIGURE_COLUMNS)
 
@@ -132,7 +144,6 @@ def read_figure_columns(path: Path) -> pd.DataFrame:
     parse's time and memory; the file is read back from the system's cache rather than parsed from
     the text in memory, which would need a second copy of it (a third of the run's peak memory on
     HPC2N)."""
-    from batsched_ml.results.metrics import FIGURE_COLUMNS, read_jobs_csv
 
     return read_jobs_csv(path, columns=FIGURE_COLUMNS)
 
@@ -157,7 +168,6 @@ def run_summary(
     """The head of ``summary.json``, the same for a replay and a collected served run: the
     trace, the settings, the workload's size, the figures of :func:`~.metrics.summarize` and
     the jobs the scheduler rejected. Callers append what only they know."""
-    from batsched_ml.results.metrics import summarize
 
     return {
         "trace": workload.get("trace"),
@@ -181,7 +191,6 @@ def write_replay(
     summary (also kept in ``result.summary``). ``run_id`` (:mod:`batsched_ml.results.runfolder`)
     goes into ``summary.json`` and ``timing.json``."""
     out = files_of(out_dir)
-    from batsched_ml.sim.jobs_csv import table_parts
 
     out.put(JOBS, table_parts(result.rows))
     jobs = out.figure_table()
@@ -207,7 +216,6 @@ def write_replay(
     skipped = (workload.get("cleaning") or {}).get("skipped_lines")
     if skipped:  # --lenient: the malformed lines left out of the trace
         summary["skipped_lines"] = skipped
-    from batsched_ml.workload.io import dropped_jobs
 
     dropped = dropped_jobs(workload)
     if dropped:  # the trace's jobs the cleaning rules dropped (a whole trace: no key)
@@ -215,7 +223,6 @@ def write_replay(
     timing: dict[str, Any] = {"replay_seconds": round(result.seconds, 1), "engine": result.engine}
     if run_id is not None:
         timing = {"run_id": run_id, **timing}
-    from batsched_ml.runs.replaying import MeasuredPredictor
 
     predictor = getattr(scheduler, "predictor", None)
     if isinstance(predictor, MeasuredPredictor):
@@ -260,9 +267,6 @@ def write_predictions(
     actual runtime in the job table ``jobs``: ours in a replay, Batsim's after a served run),
     the time spent predicting per job (into ``timing``, or a ``timing.json`` of its own for a
     served run's collect) and the quality figures for ``summary.json``."""
-    import pandas as pd
-
-    from batsched_ml.results.metrics import prediction_quality
 
     jobs = jobs[jobs["final_state"] != "REJECTED"]
     ids = jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
@@ -290,8 +294,6 @@ def _mapped(ids: pd.Series, values: Mapping[str, float]) -> pd.Series:
     an int, else float64, and takes from it, a missing id giving NaN (and so float64): the
     same here. Anything else (a bool, a numpy number, an int beyond int64) goes through pandas
     itself."""
-    import numpy as np
-    import pandas as pd
 
     numbers = values.values()
     if type(values) is not dict or not all(
@@ -318,7 +320,6 @@ def _repr_is_numpys() -> bool:
     1e-4): checked once, on values of every kind, so that a numpy that writes them otherwise
     keeps its own text. Checked offline on six million values (random bit patterns, whole
     numbers, six-decimal ones, powers of ten and their neighbours): all equal."""
-    import numpy as np
 
     samples = [0.0, -0.0, 1.0, 553.0, 1e-05, 1e-4, 0.1, 1 / 3, 2.5e15, 1e16, 1234567890123456.0]
     samples += [9999999999999998.0, 123456.789012, 2.0**53 + 2, 5e-324, 1.7976931348623157e308]
@@ -397,10 +398,6 @@ def training_seconds(scheduler: Any) -> dict[str, Any]:
 def write_classification(scheduler: Any, out: str | Path | Files) -> dict[str, Any]:
     """Write the per-job classification, the weekly quality and the weekly Gini importances of
     a classifying scheduler; return the overall quality for ``summary.json``."""
-    import pandas as pd
-
-    from batsched_ml.predict.features import FEATURE_NAMES
-    from batsched_ml.results.metrics import classification_quality
 
     columns = ("job_id", "week", "divider", "predicted_small", "runtime", "attempts")
     # built column by column: a list of a dict per job made pandas infer every row (an empty
@@ -429,8 +426,6 @@ def write_classification(scheduler: Any, out: str | Path | Files) -> dict[str, A
     weekly = weeks.merge(weekly, on="week", how="left")
     guard = getattr(scheduler, "guard", None)
     if guard is not None:  # classification-guarded: each week's decision and its quantities
-        from batsched_ml.scheduler.guard import GUARD_COLUMNS
-
         decisions = pd.DataFrame(guard.table(), columns=["week", *GUARD_COLUMNS])
         weekly = weekly.merge(decisions, on="week", how="left")
     files.put(WEEKLY_QUALITY, weekly.to_csv(index=False, float_format="%.6f"))

@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from batsched_ml import __version__
+from batsched_ml.compiled import compiled_module, guard_scheduler, scheduler_sources
 from batsched_ml.errors import UserError
 from batsched_ml.results.outputs import RUN_FILE, RUN_OUTPUTS, write_json
 from batsched_ml.results.textfile import SCRATCH_SUFFIX
+from batsched_ml.workload.io import WorkloadError
 
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 
@@ -110,7 +112,6 @@ def code_identity() -> dict[str, Any]:
     them), but a run made by one is not taken for a run made by the other: a campaign resuming
     under the other replays it again.
     """
-    from batsched_ml.compiled import compiled_module, guard_scheduler, scheduler_sources
 
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
@@ -313,7 +314,6 @@ def workload_record(
     """A workload's part of a run identity: its file name and sha256 (and ``lenient``, which
     changes what is read from an SWF, and ``shaking``, the seed and amount of a shaken copy:
     :mod:`batsched_ml.workload.shake`)."""
-    from batsched_ml.workload.io import WorkloadError
 
     path = Path(path)
     try:

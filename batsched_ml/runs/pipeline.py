@@ -21,6 +21,7 @@ from batsched_ml.results.outputs import write_replay
 from batsched_ml.results.runfolder import RunFolder, RunIdentity, claim, workload_record
 from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, run_replay
 from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
+from batsched_ml.workload.shake import shake
 
 #: ``progress``'s callback: the number of jobs finished so far.
 Progress = Callable[[int], None]
@@ -51,8 +52,6 @@ def load(
     asks."""
     workload = load_workload(path, lenient=lenient)
     if shaking:
-        from batsched_ml.workload.shake import shake
-
         workload = shake(workload, **shaking)
     return workload
 

@@ -13,18 +13,23 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from batsched_ml import registry
 from batsched_ml.errors import ConfigError
 from batsched_ml.gc_control import alive_frozen, collector_paused
 from batsched_ml.predict.params import ForestParams
+from batsched_ml.predict.training import InProcessTrainer, Trainer
+from batsched_ml.protocol.codec_v5 import features_for, through_batsim5_json
 from batsched_ml.protocol.events import Message
-from batsched_ml.runs.measured import MeasuredPredictor as MeasuredPredictor
+from batsched_ml.results.measured import MeasuredPredictor as MeasuredPredictor
+from batsched_ml.scheduler.classified import NOT_OPTIONS as CLASSIFIER_NOT_OPTIONS
+from batsched_ml.scheduler.classified import Classifier, ClassifyingScheduler
 from batsched_ml.scheduler.core import BatchScheduler
 from batsched_ml.scheduler.correction import get_correction
 from batsched_ml.scheduler.dispatchers import PLANNERS as PLANNERS  # benchmarks patch it
 from batsched_ml.scheduler.dispatchers import make_dispatcher, order_for, planner_kwargs
+from batsched_ml.scheduler.guard import GuardOptions, split_options
 from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.policies import get_policy
 from batsched_ml.scheduler.predictors import (
@@ -33,11 +38,9 @@ from batsched_ml.scheduler.predictors import (
     predictor_class,
     predictor_kwargs,
 )
-
-if TYPE_CHECKING:
-    from batsched_ml.predict.training import Trainer
-    from batsched_ml.sim.csim import Simulator
-    from batsched_ml.sim.simulator import BatsimSimulator
+from batsched_ml.sim.csim import Simulator
+from batsched_ml.sim.simulator import Batsim5, BatsimSimulator
+from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
 
 
 @dataclass(frozen=True)
@@ -136,10 +139,6 @@ class ReplayConfig:
         """The classifier's options (:class:`~batsched_ml.scheduler.classified.Classifier`),
         typed; ``divider_quantile`` goes to the forest's parameters too (the trainer computes
         the divider)."""
-        from batsched_ml.scheduler.classified import NOT_OPTIONS as CLASSIFIER_NOT_OPTIONS
-        from batsched_ml.scheduler.classified import Classifier
-        from batsched_ml.scheduler.guard import GuardOptions, split_options
-
         if not self.classified:
             raise ConfigError(
                 f"--classifier-option goes with the classified variants, not {self.variant}"
@@ -332,9 +331,6 @@ def _build_scheduler(
     policy = order_for(config.dispatcher) or config.policy
     correction = get_correction(config.correction)
     if config.classified:
-        from batsched_ml.predict.training import InProcessTrainer
-        from batsched_ml.scheduler.classified import ClassifyingScheduler
-
         if trainer is None:
             params = config.forest
             if config.variant == "class-clairvoyant":  # the true class needs no model
@@ -378,14 +374,10 @@ def _simulator_arguments(
 ) -> dict[str, Any]:
     """The embedded Batsim's command line for a run: dynamic jobs (acknowledged) on for the
     classified variants, as real Batsim must be started for them; for Batsim 5, what the
-    scheduler's hello requests instead (:func:`~batsched_ml.serving.transport_v5.features_for`), and
+    scheduler's hello requests instead (:func:`~batsched_ml.protocol.codec_v5.features_for`), and
     the workload as Batsim 5 reads it (:mod:`batsched_ml.workload.batsim5`)."""
     hosts = [f"host{i}" for i in range(int(workload["nb_res"]))]
     if batsim == 5:
-        from batsched_ml.serving.transport_v5 import features_for
-        from batsched_ml.sim.simulator import Batsim5
-        from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
-
         read = from_batsim5(to_batsim5(workload), "the workload")
         return {"workloads": [read], "hosts": hosts, "batsim5": Batsim5(features_for(config))}
     if batsim != 4:
@@ -402,8 +394,6 @@ def _simulator_arguments(
 def make_simulator(workload: dict[str, Any], config: ReplayConfig, batsim: int = 4) -> Simulator:
     """The embedded Batsim for an in-process replay: the compiled simulator where it supports
     the run, else the Python one (:mod:`batsched_ml.sim.csim`)."""
-    from batsched_ml.sim.csim import Simulator
-
     return Simulator(**_simulator_arguments(workload, config, batsim))
 
 
@@ -412,8 +402,6 @@ def make_peer_simulator(
 ) -> BatsimSimulator:
     """The embedded Batsim as a request/reply state machine (``start``, ``step``), for a
     scheduler on the other side of a transport."""
-    from batsched_ml.sim.simulator import BatsimSimulator
-
     with collector_paused():
         return BatsimSimulator(**_simulator_arguments(workload, config, batsim))
 
@@ -452,8 +440,6 @@ def run_replay(
         out.batsim = batsim
         return out
     if batsim == 5:  # the scheduler reads and writes Batsim 5's JSON, as when served
-        from batsched_ml.serving.transport_v5 import features_for, through_batsim5_json
-
         handler = through_batsim5_json(handler, features_for(config))
     # one stack from the freeze to the end of the run: whatever is raised in between (a
     # signal's KeyboardInterrupt included), the collector gets its objects back

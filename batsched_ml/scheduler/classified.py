@@ -90,6 +90,7 @@ from batsched_ml.scheduler.core import (
 )
 from batsched_ml.scheduler.correction import Correction
 from batsched_ml.scheduler.dispatchers import Dispatcher
+from batsched_ml.scheduler.guard import Guard, GuardOptions, split_options
 from batsched_ml.scheduler.predictors import Predictor
 
 RESUBMIT_SUFFIX = "_resub"
@@ -762,7 +763,6 @@ class ClassifyingScheduler(BatchScheduler):
     ) -> None:
         if variant not in registry.CLASSIFIED_VARIANTS:
             raise ValueError(f"unknown classified variant {variant!r}")
-        from batsched_ml.scheduler.guard import Guard, GuardOptions, split_options
 
         self.variant = variant
         options, guard_options = split_options(classifier_options or {})

@@ -45,6 +45,7 @@ from batsched_ml.scheduler.easy import Ends, Reservation, easy_pass, greedy_allo
 from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.parts import WaitingJob
 from batsched_ml.scheduler.policies import LJF, POLICIES, PriorityRule
+from batsched_ml.scheduler.probabilistic import Probabilistic
 
 #: The dispatchers with a planner, whose constructor parameters ``--dispatcher-option`` sets.
 PLANNERS: dict[str, type[ConstraintPlanner]] = {"cph": ConstraintPlanner}
@@ -54,8 +55,6 @@ def _parameterised(name: str) -> type | None:
     """The class whose constructor parameters ``--dispatcher-option`` sets for ``name``: the
     planner (cph), the probabilistic dispatcher itself, or ``None``."""
     if name == "probabilistic":
-        from batsched_ml.scheduler.probabilistic import Probabilistic  # imports the core
-
         return Probabilistic
     return PLANNERS.get(name)
 
@@ -182,7 +181,6 @@ def make_dispatcher(
     if name == "probabilistic":
         if not backfilling or shortest_first:
             raise ConfigError("the probabilistic dispatcher backfills, in queue order")
-        from batsched_ml.scheduler.probabilistic import Probabilistic
 
         return Probabilistic(**(params or {}))
     return Planned(PLANNERS[name](**(params or {})), easy)

@@ -37,8 +37,10 @@ from typing import Any, TypeVar
 
 from batsched_ml import __version__
 from batsched_ml.errors import ConfigError, UserError
+from batsched_ml.predict.params import ForestParams
 from batsched_ml.protocol.codec_v5 import EDC_NAME, Batsim5Codec, features_for
 from batsched_ml.protocol.framing_v5 import batsim_payload
+from batsched_ml.serving.served import ServedRun
 
 #: the init string's keys and the JSON kinds each takes (``run.json``'s ``config``)
 _KINDS: dict[str, tuple[type, ...]] = {
@@ -79,7 +81,6 @@ def _forest_value_fits(key: str, value: Any, default: Any) -> bool:
 def config_of_init(text: str) -> Any:
     """The :class:`~batsched_ml.runs.replaying.ReplayConfig` an init string asks for (see the
     module); :class:`ConfigError` naming the key for anything not understood."""
-    from batsched_ml.predict.params import ForestParams
     from batsched_ml.runs.replaying import ReplayConfig, config_of_record
 
     if not text.strip():
@@ -128,7 +129,6 @@ class LibraryRun:
 
     def __init__(self, init_text: str) -> None:
         from batsched_ml.runs.replaying import make_scheduler
-        from batsched_ml.serving.served import ServedRun
 
         self.config = config_of_init(init_text)
         self.run = ServedRun(make_scheduler(self.config), self.config.as_dict())

@@ -31,6 +31,7 @@ from batsched_ml.protocol.events import (
     RejectJob,
     SimulationBegins,
 )
+from batsched_ml.results.measured import MeasuredPredictor
 from batsched_ml.results.outputs import (
     DECISIONS,
     PREDICTED,
@@ -39,6 +40,8 @@ from batsched_ml.results.outputs import (
     write_classification,
     write_timing,
 )
+from batsched_ml.scheduler.classified import ClassifyingScheduler
+from batsched_ml.workload.io import WorkloadError, load_workload, report_dropped
 
 DECISION_COLUMNS = ("time", "type", "job_id", "detail")
 
@@ -163,7 +166,6 @@ class ServedRun:
         if isinstance(config, dict) and config.get("unix_start_time") is not None:
             self.calendar = "--sched-cfg"
             return
-        from batsched_ml.workload.io import WorkloadError, load_workload, report_dropped
 
         for path in begins.workloads.values():
             try:
@@ -226,8 +228,6 @@ class ServedRun:
             for time, kind, job_id, detail in self.decisions:
                 writer.writerow((f"{time:g}", kind, job_id, detail))
         status = self.status(reason)
-        from batsched_ml.runs.replaying import MeasuredPredictor
-        from batsched_ml.scheduler.classified import ClassifyingScheduler
 
         timing: dict[str, Any] = {"run_id": self.run_id}
         if isinstance(self.scheduler, ClassifyingScheduler):

@@ -7,8 +7,8 @@ each message once, until the simulation ends. ``protocol="4"`` is :func:`.transp
 itself.
 
 Batsim's side too: :func:`run_batsim5_peer` is the stand-in (``batsched-ml batsim --protocol
-5``), the embedded simulator speaking Batsim 5 over ZeroMQ; :func:`through_batsim5_json` puts
-Batsim 5's JSON between the embedded simulator and a scheduler in process.
+5``), the embedded simulator speaking Batsim 5 over ZeroMQ (in process, without a socket:
+:func:`.protocol.codec_v5.through_batsim5_json`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from batsched_ml.protocol.framing_v5 import (
     protocol_of,
     split_hello,
 )
-from batsched_ml.serving.transport import rep_socket
+from batsched_ml.serving.transport import Watched, rep_socket
 from batsched_ml.serving.transport import serve as serve_v4
 from batsched_ml.sim.simulator import BatsimSimulator
 
@@ -133,22 +133,6 @@ def serve(
 # --- Batsim's side: the stand-in --------------------------------------------------------------
 
 
-def through_batsim5_json(
-    handler: Callable[[Message], Message], features: dict[str, bool]
-) -> Callable[[Message], Message]:
-    """``handler`` (a scheduler's) behind Batsim 5's JSON both ways, in process: each of the
-    embedded Batsim's messages is written as Batsim 5 writes it and read by the scheduler's
-    codec (times rounded), each reply written by that codec and read back as Batsim reads it
-    (times exact). The embedded replay of a Batsim 5 run so decides on what a served scheduler
-    would read."""
-    batsim, edc = Batsim5Codec(features), Batsim5Codec(features)
-
-    def handle(message: Message) -> Message:
-        return batsim.decode(edc.to_batsim(handler(edc.from_batsim(batsim.encode(message)))))
-
-    return handle
-
-
 def hello_of(frame: bytes) -> dict[str, bool]:
     """The features an EDC's hello frame requests (``{}``: none); a frame that is no JSON
     ``EDCHelloEvent`` hello is a :class:`ProtocolError`."""
@@ -193,7 +177,6 @@ def run_batsim5_peer(
     (``make_simulator``) and run it to its end, each message NUL-terminated as Batsim 5
     sends it. Returns the simulator and the number of messages sent (the init not counted);
     errors as :func:`batsched_ml.serving.transport.run_batsim_peer`'s."""
-    from batsched_ml.serving.transport import Watched
 
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)

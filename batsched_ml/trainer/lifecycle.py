@@ -23,6 +23,8 @@ from typing import Any
 
 from batsched_ml.predict.training import Trainer
 from batsched_ml.serving.status import replaced
+from batsched_ml.trainer.client import RemoteTrainer, stop_trainer
+from batsched_ml.trainer.process import TrainerProcess
 
 
 @contextlib.contextmanager
@@ -47,13 +49,9 @@ def trainer(
             yield None
         finally:
             if choice not in ("inprocess", "process") and stop and not replaced():
-                from batsched_ml.trainer.client import stop_trainer
-
                 # a dedicated trainer this run did not need ends with it
                 stop_trainer(choice, run)
         return
-    from batsched_ml.trainer.client import RemoteTrainer
-    from batsched_ml.trainer.process import TrainerProcess
 
     params = config.forest
     models = Path(store) if store else out_dir / "models"

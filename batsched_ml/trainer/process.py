@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from batsched_ml.predict.forest import ForestParams
+from batsched_ml.trainer.store import close_history
 
 
 def free_tcp_endpoint() -> str:
@@ -152,6 +153,5 @@ class TrainerProcess:
         self._close_history()
 
     def _close_history(self) -> None:
-        from batsched_ml.trainer.store import close_history
 
         close_history(self.db_path)

@@ -30,6 +30,7 @@ from batsched_ml.errors import ConfigError
 from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import FastForest, ForestParams
 from batsched_ml.predict.training import fit_week
+from batsched_ml.serving.transport import bind_rep, wait_readable
 from batsched_ml.trainer.schema import REQUESTS, SchemaError, check_train, decode, encode
 from batsched_ml.trainer.store import ModelStore
 
@@ -346,7 +347,6 @@ def run_trainer(
     if faults:
         log.warning("fault injection (%s): %s", FAULTS_VARIABLE, faults)
     service = TrainerService(ModelStore(store_dir), History(db_path), params, **faults)
-    from batsched_ml.serving.transport import bind_rep, wait_readable
 
     try:
         socket = bind_rep(endpoint, on_bound)

@@ -271,7 +271,7 @@ def write_gap(records: Iterable[Mapping[str, object]], output: Path) -> Path | N
         "Gain of each method over the same policy's base (reduction of the cumulative bounded "
         "slowdown) and its share of the class-clairvoyant ceiling's gain, in %: the mean over "
         "the shaken copies of each trace ± the half width of the 95 % Student-t interval "
-        "(`batsched_ml/report/gap.py`); the mean bounded slowdown and the jobs killed at the "
+        "(`batsched_ml/results/gap.py`); the mean bounded slowdown and the jobs killed at the "
         "divider and resubmitted per run, means over the same copies.\n\n" + gap_table(rows)
     )
     path.write_text(text)

@@ -1,5 +1,6 @@
-"""The predictor as a run measures it, apart from :mod:`.replaying` so that it is compiled with
-the scheduler that calls it at every submission and completion
+"""The predictor as a run measures it: what ``predictions.csv`` and ``timing.json`` report of it.
+Here, below the run pipeline and the served run that wrap a predictor in it and the writers that
+read it, and compiled with the scheduler that calls it at every submission and completion
 (:data:`batsched_ml.compiled.SCHEDULER_GROUP`)."""
 
 from __future__ import annotations
