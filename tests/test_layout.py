@@ -46,13 +46,13 @@ DEFERRED: dict[tuple[str, str, str], str] = {
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_module(name: str) -> bool:
-    path = ROOT.joinpath(*name.split("."))
+def _is_module(name: str, root: Path = ROOT) -> bool:
+    path = root.joinpath(*name.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
@@ -66,14 +66,15 @@ def _target(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> list[
     return [".".join([*package, *([node.module] if node.module else [])])]
 
 
-def _deferred_imports() -> dict[tuple[str, str, str], list[str]]:
+def _deferred_imports(root: Path = ROOT) -> dict[tuple[str, str, str], list[str]]:
     """Every import of the package's modules inside a function, outside the command line:
     (module, function, imported module) -> the places (file:line)."""
     found: dict[tuple[str, str, str], list[str]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if "cli" in path.relative_to(PACKAGE).parts:
+    package = root / "batsched_ml"
+    for path in sorted(package.rglob("*.py")):
+        if "cli" in path.relative_to(package).parts:
             continue
-        module = _module_name(path)
+        module = _module_name(path, root)
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -84,10 +85,10 @@ def _deferred_imports() -> dict[tuple[str, str, str], list[str]]:
                 for target in _target(module, path, node):
                     if isinstance(node, ast.ImportFrom):  # a module imported from its package
                         named = [f"{target}.{alias.name}" for alias in node.names]
-                        target = next((name for name in named if _is_module(name)), target)
+                        target = next((n for n in named if _is_module(n, root)), target)
                     if target == "batsched_ml" or target.startswith("batsched_ml."):
                         key = (module, function.name, target)
-                        where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                        where = f"{path.relative_to(root)}:{node.lineno}"
                         found.setdefault(key, []).append(where)
     return found
 
@@ -104,14 +105,20 @@ def test_the_library_imports_its_modules_at_the_top_but_where_listed() -> None:
 
 
 def test_the_check_finds_an_import_inside_a_function(tmp_path: Path) -> None:
-    source = "def f():\n    from batsched_ml.runs import pipeline\n    from . import sibling\n"
-    tree = ast.parse(source)
-    path = PACKAGE / "results" / "x.py"
-    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
-    assert [_target("batsched_ml.results.x", path, n) for n in imports] == [
-        ["batsched_ml.runs"],
-        ["batsched_ml.results"],
-    ]
+    results = tmp_path / "batsched_ml" / "results"
+    (tmp_path / "batsched_ml" / "runs").mkdir(parents=True)
+    results.mkdir()
+    for name in ("batsched_ml/__init__.py", "batsched_ml/runs/pipeline.py", "results/y.py"):
+        (tmp_path / name if name.startswith("batsched_ml") else results / "y.py").touch()
+    (results / "x.py").write_text(
+        "import json\nfrom batsched_ml.results import y\n\n"
+        "def f():\n    from batsched_ml.runs import pipeline\n    from . import y\n"
+        "    import numpy\n"
+    )
+    assert _deferred_imports(tmp_path) == {
+        ("batsched_ml.results.x", "f", "batsched_ml.runs.pipeline"): ["batsched_ml/results/x.py:5"],
+        ("batsched_ml.results.x", "f", "batsched_ml.results.y"): ["batsched_ml/results/x.py:6"],
+    }
 
 
 def _module_level_imports() -> dict[str, set[str]]:
