@@ -34,9 +34,10 @@ TEMPLATE = """\
 What users wait for is the whole command, so `benchmarks/speed_table.py` runs each one as a
 user would (`python -m batsched_ml ...` from an empty folder), {repeat} times, and reports the
 median wall time (min-max) and the command's peak resident memory, next to its target. The
-package's byte code is written first, as `pip install` writes it: on a machine that sets
+script writes the package's byte code first, as `pip install` does: on a machine that sets
 `PYTHONDONTWRITEBYTECODE`, every start would otherwise compile the package's modules from
-source again (a tenth of a second of KTH-SP2's replay). With
+source again (about a tenth of a second a command). A table measured before the script did
+so may include that compile in each row; its date is above it. With
 `--python` each row runs a second time, interleaved, with `BATSCHED_ML_KERNEL=python`: what an
 install without a C compiler runs. The machine's speed drifts from hour to hour: compare the
 ratios of one run, not absolute times of two.
