@@ -59,7 +59,7 @@ class SchedulerError(UserError, RuntimeError):
 
 
 class TransportError(RuntimeError):
-    """The peer went silent, or the connection failed (:mod:`batsched_ml.serving.transport`; here so
+    """The peer went silent, or the connection failed (:mod:`batsched_ml.transport.v4`; here so
     that the command line catches it without importing ZeroMQ for every command): exit 1."""
 
 

@@ -52,7 +52,7 @@ from batsched_ml.protocol.framing_v5 import (
     split_hello,
 )
 from batsched_ml.runs.replaying import ReplayConfig, make_scheduler
-from batsched_ml.serving.transport_v5 import features_for, serve
+from batsched_ml.transport.v5 import features_for, serve
 from tests.conftest import ROOT, SHARED
 from tests.test_cli import CMD, free_port
 
@@ -417,7 +417,7 @@ class FakeBatsim5:
 
 
 class Serving:
-    """:func:`batsched_ml.serving.transport_v5.serve` in a thread, on a free port (``endpoint``);
+    """:func:`batsched_ml.transport.v5.serve` in a thread, on a free port (``endpoint``);
     ``outcome``: its ``count`` and ``protocol``, or the ``error`` it raised."""
 
     def __init__(self, handler: Any, **kwargs: Any) -> None:

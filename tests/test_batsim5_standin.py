@@ -599,7 +599,7 @@ def test_collect_takes_a_batsim_5_run(tmp_path: Path) -> None:
 def test_a_hello_the_stand_in_cannot_take_is_a_protocol_error() -> None:
     from batsched_ml.protocol.codec import ProtocolError
     from batsched_ml.protocol.framing_v5 import hello_frame
-    from batsched_ml.serving.transport_v5 import hello_of
+    from batsched_ml.transport.v5 import hello_of
 
     def hello(features: dict[str, Any]) -> str:
         event = {"requested_simulation_features": features}

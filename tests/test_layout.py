@@ -27,21 +27,11 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("batsched_ml.trainer.server", "_import_training_libraries", "batsched_ml.predict.grow"): (
         "the side trainer answers its first request before it loads its training libraries"
     ),
-    ("batsched_ml.runs.replaying", "_run_over_zmq", "batsched_ml.serving.transport"): (
+    ("batsched_ml.runs.replaying", "_run_over_zmq", "batsched_ml.transport.v4"): (
         "ZeroMQ, only for a replay over a socket"
     ),
-    ("batsched_ml.runs.replaying", "_run_over_zmq", "batsched_ml.serving.transport_v5"): (
+    ("batsched_ml.runs.replaying", "_run_over_zmq", "batsched_ml.transport.v5"): (
         "ZeroMQ, only for a replay over a socket"
-    ),
-    # imports that run up the house (a lower package importing a higher one): to be moved
-    ("batsched_ml.serving.collect", "_asked", "batsched_ml.runs.replaying"): (
-        "upward: a served run's record read back into the run specification"
-    ),
-    ("batsched_ml.serving.edc", "config_of_init", "batsched_ml.runs.replaying"): (
-        "upward: the decision component's init string read into the run specification"
-    ),
-    ("batsched_ml.serving.edc", "__init__", "batsched_ml.runs.replaying"): (
-        "upward: the decision component builds its scheduler as a replay does"
     ),
 }
 

@@ -84,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
         return run_batsim5(args)
     if args.init_string:
         raise ConfigError("an init string is Batsim 5's (--protocol 5)")
-    from batsched_ml.serving.transport import run_batsim_peer
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import BatsimSimulator
+    from batsched_ml.transport.v4 import run_batsim_peer
     from batsched_ml.workload.io import load_workload, report_dropped
     from batsched_ml.workload.platform import compute_host_names, message_routes
 
@@ -129,9 +129,9 @@ def run_batsim5(args: argparse.Namespace) -> int:
     features in Batsim 5: refused here. Platforms with link latencies are simulated where their
     shape is the recorded one (:func:`~batsched_ml.workload.platform.message_routes`), else
     refused."""
-    from batsched_ml.serving.transport_v5 import run_batsim5_peer
     from batsched_ml.sim import jobs_csv
     from batsched_ml.sim.simulator import Batsim5, BatsimSimulator
+    from batsched_ml.transport.v5 import run_batsim5_peer
     from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
     from batsched_ml.workload.io import is_swf, load_workload, report_dropped
     from batsched_ml.workload.platform import compute_host_names, message_routes

@@ -479,8 +479,8 @@ def _run_over_zmq(
     """Serve ``handler`` in a thread and run ``sim`` against it, over ZeroMQ, in the protocol
     of the Batsim ``sim`` plays (Batsim 5: the features of the scheduler's hello must be
     those the simulator was set up with)."""
-    from batsched_ml.serving.transport import run_batsim_peer
-    from batsched_ml.serving.transport_v5 import run_batsim5_peer, serve
+    from batsched_ml.transport.v4 import run_batsim_peer
+    from batsched_ml.transport.v5 import run_batsim5_peer, serve
 
     v5 = sim.batsim5
 

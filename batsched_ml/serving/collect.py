@@ -42,6 +42,7 @@ from batsched_ml.results.runfolder import (
     file_sha256,
     read_run,
 )
+from batsched_ml.runs.replaying import config_of_record
 from batsched_ml.serving.status import failed_service
 from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
 
@@ -222,8 +223,6 @@ def collect(
 def _asked(recorded: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     """The configuration ``settings`` ask for, the other settings being the recorded ones."""
     import dataclasses
-
-    from batsched_ml.runs.replaying import config_of_record
 
     base = config_of_record(recorded)
     fields = {key: value for key, value in settings.items() if key != "forest"}

@@ -1,7 +1,7 @@
 """Batsim 5's library mode: the scheduler called inside Batsim's own process.
 
 Batsim 5 loads an external decision component (EDC) either as a process behind a ZeroMQ socket
-(:mod:`batsched_ml.serving.transport_v5`, ``batsched-ml serve``) or as a shared library that it
+(:mod:`batsched_ml.transport.v5`, ``batsched-ml serve``) or as a shared library that it
 calls through a C interface (``batsim -l LIBRARY INIT_STRING``). The library of batsched-ml
 (``batsched_ml/_edc.c``, its path printed by ``batsched-ml edc-library``) embeds Python and calls
 this module: :func:`init` once with the init string, :func:`take_decisions` with each of Batsim's
@@ -40,6 +40,7 @@ from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.protocol.codec_v5 import EDC_NAME, Batsim5Codec, features_for
 from batsched_ml.protocol.framing_v5 import batsim_payload
+from batsched_ml.runs.replaying import ReplayConfig, config_of_record, make_scheduler
 from batsched_ml.serving.served import ServedRun
 
 #: the init string's keys and the JSON kinds each takes (``run.json``'s ``config``)
@@ -81,7 +82,6 @@ def _forest_value_fits(key: str, value: Any, default: Any) -> bool:
 def config_of_init(text: str) -> Any:
     """The :class:`~batsched_ml.runs.replaying.ReplayConfig` an init string asks for (see the
     module); :class:`ConfigError` naming the key for anything not understood."""
-    from batsched_ml.runs.replaying import ReplayConfig, config_of_record
 
     if not text.strip():
         return ReplayConfig()
@@ -128,7 +128,6 @@ class LibraryRun:
     settings, behind the Batsim 5 codec."""
 
     def __init__(self, init_text: str) -> None:
-        from batsched_ml.runs.replaying import make_scheduler
 
         self.config = config_of_init(init_text)
         self.run = ServedRun(make_scheduler(self.config), self.config.as_dict())

@@ -204,7 +204,7 @@ class ServedRun:
             "waiting": sorted(scheduler.waiting),
             "running": sorted(scheduler.running),
         }
-        if self.messages:  # the protocol of Batsim's first frame (transport_v5.serve judged it)
+        if self.messages:  # the protocol of Batsim's first frame (transport.v5.serve judged it)
             out["batsim_protocol"] = BATSIM5_PROTOCOL if self.protocol == 5 else BATSIM4_PROTOCOL
         if self.calendar is not None:
             out["calendar_from"] = self.calendar

@@ -3,7 +3,7 @@
 Batsim 4 opens with a JSON message; Batsim 5 with its init frame (:mod:`.protocol.framing_v5`),
 which the scheduler answers with its hello, then JSON messages in batprotocol's shape
 (:mod:`.protocol.codec_v5`). Either way the scheduler sees the typed Batsim 4 events and answers
-each message once, until the simulation ends. ``protocol="4"`` is :func:`.transport.serve`
+each message once, until the simulation ends. ``protocol="4"`` is :func:`.v4.serve`
 itself.
 
 Batsim's side too: :func:`run_batsim5_peer` is the stand-in (``batsched-ml batsim --protocol
@@ -35,9 +35,9 @@ from batsched_ml.protocol.framing_v5 import (
     protocol_of,
     split_hello,
 )
-from batsched_ml.serving.transport import Watched, rep_socket
-from batsched_ml.serving.transport import serve as serve_v4
 from batsched_ml.sim.simulator import BatsimSimulator
+from batsched_ml.transport.v4 import Watched, rep_socket
+from batsched_ml.transport.v4 import serve as serve_v4
 
 PROTOCOLS = ("auto", "4", "5")
 
@@ -104,7 +104,7 @@ def serve(
     transport.bind_rep` bound) until the simulation ends; ``protocol``: ``"auto"``
     (told by the first frame), ``"4"`` or ``"5"``. ``features``: what to request of a
     Batsim 5 (:func:`features_for`). ``on_protocol`` is told the protocol found. Returns the
-    number of messages answered; errors as :func:`batsched_ml.serving.transport.serve`'s."""
+    number of messages answered; errors as :func:`batsched_ml.transport.v4.serve`'s."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
     if protocol == "4":
@@ -176,7 +176,7 @@ def run_batsim5_peer(
     (``init_string``), read its hello, build the simulation with the features it requests
     (``make_simulator``) and run it to its end, each message NUL-terminated as Batsim 5
     sends it. Returns the simulator and the number of messages sent (the init not counted);
-    errors as :func:`batsched_ml.serving.transport.run_batsim_peer`'s."""
+    errors as :func:`batsched_ml.transport.v4.run_batsim_peer`'s."""
 
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
