@@ -77,7 +77,6 @@ def replay(
     variant trains its weekly forests in process. Invalid settings raise
     :class:`~batsched_ml.errors.ConfigError` with the reason.
     """
-
     if config is None:
         config = ReplayConfig(**settings)
     elif settings:

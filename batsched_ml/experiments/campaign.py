@@ -628,7 +628,6 @@ def valid(spec: RunSpec) -> bool:
 
 def _classifier_check(variant: str, params: dict) -> dict:
     """``params`` as classifier options of ``variant`` (raises :class:`ConfigError`)."""
-
     return ReplayConfig(variant=variant, classifier_params=params).classifier_params
 
 
@@ -681,7 +680,6 @@ def result_row(
 def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
-
     return identity_of(trace_path(spec, trace_dir), spec.config(), shaking=spec.shaking)
 
 
@@ -991,7 +989,6 @@ def with_earlier_runs(table: pd.DataFrame, output: Path) -> pd.DataFrame:
 def write_results(table: pd.DataFrame, output: Path) -> None:
     """``results.csv`` and ``results.parquet``, and ``gap.md`` when the runs hold the yardsticks
     of the closing-the-gap table (:func:`batsched_ml.results.gap.write_gap`)."""
-
     table = with_earlier_runs(table, output)
     table.to_csv(output / "results.csv", index=False)
     table.to_parquet(output / "results.parquet", index=False)

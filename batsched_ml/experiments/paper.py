@@ -77,7 +77,6 @@ def run_all(
     cleanly by Ctrl-C or SIGTERM, the most expensive runs first). Returns the runs that failed,
     one line each with the reason (a missing trace, a bad option: the user's to fix, so the
     caller says so and exits 1, as ``campaign`` does)."""
-
     todo = [run for run in runs if not same_run(run.folder(root), run_identity(run, trace_dir))[0]]
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already done, {len(todo)} to go")
     if not todo:
@@ -103,7 +102,6 @@ class RunsMissing(UserError):
 
 
 def load(root: Path, runs: list[RunSpec]) -> dict[RunSpec, dict[str, Any]]:
-
     out = {}
     for run in runs:
         path = run.folder(root) / "summary.json"

@@ -261,7 +261,6 @@ def guard_weeks(run: Run) -> tuple[pd.DataFrame, float] | None:
     """The guard's decision week by week (``classification-guarded``): on or off, why, and the
     mean bounded slowdown of the recently finished jobs it judged by (and the share of them at
     the threshold or above); with the threshold the run used (its ``guard_slowdown``)."""
-
     table = run.table("weekly_quality.csv")
     if table is None or "guard_on" not in table:
         return None

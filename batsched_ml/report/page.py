@@ -103,7 +103,6 @@ def load_report(paths: list[str | Path], baseline: str | None = None) -> Report:
 def trace_name(trace: str) -> str:
     """A trace's name for titles: the archive's short name (``KTH-SP2``) of a log it knows,
     else the name the runs give."""
-
     known = find(trace)
     return known.name if known is not None else trace
 
@@ -245,7 +244,6 @@ def _trace_section(
     out: Path,
     gantt_window: tuple[float, float] | None,
 ) -> str:
-
     name = trace_name(trace)
     runs = [run for s in settings for run in s.runs]
     sizes = sorted({machines(run) for run in runs})

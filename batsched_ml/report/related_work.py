@@ -53,7 +53,6 @@ SEED_003 = {
 def collect(campaign: Campaign) -> pd.DataFrame:
     """One row per run of the campaign, from its folder (``status`` is ``missing`` when the
     run has not been made)."""
-
     rows = []
     for spec in campaign.runs:
         folder = spec.folder(campaign.output)

@@ -127,7 +127,6 @@ class Memory:
         self.texts[name] = text if isinstance(text, str) else "".join(text)
 
     def figure_table(self) -> pd.DataFrame:
-
         return read_jobs_csv(io.StringIO(self.texts[JOBS]), columns=FIGURE_COLUMNS)
 
 
@@ -144,7 +143,6 @@ def read_figure_columns(path: Path) -> pd.DataFrame:
     parse's time and memory; the file is read back from the system's cache rather than parsed from
     the text in memory, which would need a second copy of it (a third of the run's peak memory on
     HPC2N)."""
-
     return read_jobs_csv(path, columns=FIGURE_COLUMNS)
 
 
@@ -168,7 +166,6 @@ def run_summary(
     """The head of ``summary.json``, the same for a replay and a collected served run: the
     trace, the settings, the workload's size, the figures of :func:`~.metrics.summarize` and
     the jobs the scheduler rejected. Callers append what only they know."""
-
     return {
         "trace": workload.get("trace"),
         "config": dict(config),
@@ -267,7 +264,6 @@ def write_predictions(
     actual runtime in the job table ``jobs``: ours in a replay, Batsim's after a served run),
     the time spent predicting per job (into ``timing``, or a ``timing.json`` of its own for a
     served run's collect) and the quality figures for ``summary.json``."""
-
     jobs = jobs[jobs["final_state"] != "REJECTED"]
     ids = jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
     predicted = _mapped(ids, predictions)
@@ -294,7 +290,6 @@ def _mapped(ids: pd.Series, values: Mapping[str, float]) -> pd.Series:
     an int, else float64, and takes from it, a missing id giving NaN (and so float64): the
     same here. Anything else (a bool, a numpy number, an int beyond int64) goes through pandas
     itself."""
-
     numbers = values.values()
     if type(values) is not dict or not all(
         type(v) is float or (type(v) is int and -(2**63) <= v < 2**63) for v in numbers
@@ -320,7 +315,6 @@ def _repr_is_numpys() -> bool:
     1e-4): checked once, on values of every kind, so that a numpy that writes them otherwise
     keeps its own text. Checked offline on six million values (random bit patterns, whole
     numbers, six-decimal ones, powers of ten and their neighbours): all equal."""
-
     samples = [0.0, -0.0, 1.0, 553.0, 1e-05, 1e-4, 0.1, 1 / 3, 2.5e15, 1e16, 1234567890123456.0]
     samples += [9999999999999998.0, 123456.789012, 2.0**53 + 2, 5e-324, 1.7976931348623157e308]
     samples += [-7.25e-300, float("inf"), float("-inf"), float("nan")]
@@ -398,7 +392,6 @@ def training_seconds(scheduler: Any) -> dict[str, Any]:
 def write_classification(scheduler: Any, out: str | Path | Files) -> dict[str, Any]:
     """Write the per-job classification, the weekly quality and the weekly Gini importances of
     a classifying scheduler; return the overall quality for ``summary.json``."""
-
     columns = ("job_id", "week", "divider", "predicted_small", "runtime", "attempts")
     # built column by column: a list of a dict per job made pandas infer every row (an empty
     # table as before: columns of objects, not of floats)

@@ -112,7 +112,6 @@ def code_identity() -> dict[str, Any]:
     them), but a run made by one is not taken for a run made by the other: a campaign resuming
     under the other replays it again.
     """
-
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
@@ -314,7 +313,6 @@ def workload_record(
     """A workload's part of a run identity: its file name and sha256 (and ``lenient``, which
     changes what is read from an SWF, and ``shaking``, the seed and amount of a shaken copy:
     :mod:`batsched_ml.workload.shake`)."""
-
     path = Path(path)
     try:
         sha256 = file_sha256(path)

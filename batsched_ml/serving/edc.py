@@ -82,7 +82,6 @@ def _forest_value_fits(key: str, value: Any, default: Any) -> bool:
 def config_of_init(text: str) -> Any:
     """The :class:`~batsched_ml.runs.replaying.ReplayConfig` an init string asks for (see the
     module); :class:`ConfigError` naming the key for anything not understood."""
-
     if not text.strip():
         return ReplayConfig()
     try:
@@ -128,7 +127,6 @@ class LibraryRun:
     settings, behind the Batsim 5 codec."""
 
     def __init__(self, init_text: str) -> None:
-
         self.config = config_of_init(init_text)
         self.run = ServedRun(make_scheduler(self.config), self.config.as_dict())
         self.codec = Batsim5Codec(features_for(self.config), init_text)

@@ -153,5 +153,4 @@ class TrainerProcess:
         self._close_history()
 
     def _close_history(self) -> None:
-
         close_history(self.db_path)

@@ -177,7 +177,6 @@ def run_batsim5_peer(
     (``make_simulator``) and run it to its end, each message NUL-terminated as Batsim 5
     sends it. Returns the simulator and the number of messages sent (the init not counted);
     errors as :func:`batsched_ml.transport.v4.run_batsim_peer`'s."""
-
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     socket.setsockopt(zmq.LINGER, 0)
     watched = Watched(socket, endpoint)
