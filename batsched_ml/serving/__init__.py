@@ -1,2 +1,3 @@
-"""Serving a real Batsim: the ZeroMQ transports of Batsim 4 and 5, Batsim 5's library mode,
-what a served run leaves behind and ``collect``, which turns it into a replay's results."""
+"""Serving a real Batsim: the served run (over the ZeroMQ transports of
+:mod:`batsched_ml.transport`, or inside Batsim 5 as its library), what it leaves behind and
+``collect``, which turns it into a replay's results."""
