@@ -46,14 +46,21 @@ def _is_module(name: str, root: Path = ROOT) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def _target(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> list[str]:
+def _imported(
+    module: str, path: Path, node: ast.Import | ast.ImportFrom, root: Path = ROOT
+) -> list[str]:
+    """The modules ``node`` (in ``module``, at ``path``) imports: ``from X import y`` names
+    ``X.y`` when that is a module, else ``X``; relative imports resolved."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
-    if not node.level:
-        return [node.module or ""]
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    package = package[: len(package) - (node.level - 1)]
-    return [".".join([*package, *([node.module] if node.module else [])])]
+    if node.level:
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        target = ".".join([*package, *([node.module] if node.module else [])])
+    else:
+        target = node.module or ""
+    named = [f"{target}.{alias.name}" for alias in node.names]
+    return [name for name in named if _is_module(name, root)] or [target]
 
 
 def _deferred_imports(root: Path = ROOT) -> dict[tuple[str, str, str], list[str]]:
@@ -72,10 +79,7 @@ def _deferred_imports(root: Path = ROOT) -> dict[tuple[str, str, str], list[str]
             for node in ast.walk(function):
                 if not isinstance(node, ast.Import | ast.ImportFrom):
                     continue
-                for target in _target(module, path, node):
-                    if isinstance(node, ast.ImportFrom):  # a module imported from its package
-                        named = [f"{target}.{alias.name}" for alias in node.names]
-                        target = next((n for n in named if _is_module(n, root)), target)
+                for target in _imported(module, path, node, root):
                     if target == "batsched_ml" or target.startswith("batsched_ml."):
                         key = (module, function.name, target)
                         where = f"{path.relative_to(root)}:{node.lineno}"
@@ -98,8 +102,8 @@ def test_the_check_finds_an_import_inside_a_function(tmp_path: Path) -> None:
     results = tmp_path / "batsched_ml" / "results"
     (tmp_path / "batsched_ml" / "runs").mkdir(parents=True)
     results.mkdir()
-    for name in ("batsched_ml/__init__.py", "batsched_ml/runs/pipeline.py", "results/y.py"):
-        (tmp_path / name if name.startswith("batsched_ml") else results / "y.py").touch()
+    for name in ("__init__.py", "runs/pipeline.py", "results/y.py"):
+        (tmp_path / "batsched_ml" / name).touch()
     (results / "x.py").write_text(
         "import json\nfrom batsched_ml.results import y\n\n"
         "def f():\n    from batsched_ml.runs import pipeline\n    from . import y\n"
@@ -132,15 +136,7 @@ def _module_level_imports() -> dict[str, set[str]]:
                 continue
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
-            for target in _target(module, path, node):
-                names = (
-                    [f"{target}.{a.name}" for a in node.names]
-                    if isinstance(node, ast.ImportFrom)
-                    else []
-                )
-                edges.update(name for name in names if name in modules)
-                if target in modules and not any(name in modules for name in names):
-                    edges.add(target)
+            edges.update(name for name in _imported(module, path, node) if name in modules)
         graph[module] = edges - {module}
     return graph
 
