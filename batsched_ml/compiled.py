@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -182,8 +181,12 @@ def _stale_scheduler() -> str | None:
     return None
 
 
-class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Imports the group's modules from their ``.py`` files, ahead of the ``.so`` beside them."""
+class _SourceFinder:
+    """Imports the group's modules from their ``.py`` files, ahead of the ``.so`` beside them.
+
+    A meta path finder is any object with ``find_spec``: not derived from
+    ``importlib.abc.MetaPathFinder``, whose import (``importlib.resources``, ``tempfile``, ...)
+    was a fifth of ``batsched-ml --help``'s start."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None

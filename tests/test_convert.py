@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from batsched_ml.cli import main
 from batsched_ml.sim.loop import SerialFcfs, drive
 from batsched_ml.sim.simulator import BatsimSimulator
-from batsched_ml.workload.convert import convert_trace
+from batsched_ml.workload.convert import _number, _numbers, convert_trace
 from batsched_ml.workload.platform import compute_host_names, platform_xml
 from batsched_ml.workload.swf import read_swf, read_swf_header
 from tests.conftest import ROOT, TRACES
@@ -76,6 +77,25 @@ def test_jobs_carry_batsim_fields_and_the_swf_ones(tmp_path: Path) -> None:
     assert jobs[5]["walltime"] == 61 and jobs[5]["subtime"] == 40
     assert jobs[6]["walltime"] == 91 and jobs[6]["res"] == 3  # allocated, none requested
     assert data["profiles"]["delay_90"] == {"type": "delay", "delay": 90}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.0, -0.0, 5.0, -3.0, 1e15, 2.0**62],  # whole only: the column's fast conversion
+        [0.5, 5.0, -0.0, 1e-7],
+        [2.0**63, 1.0],  # beyond int64: still ints, through int()
+        [-(2.0**63), 7.0],
+        [float("nan"), 2.0, float("inf")],
+    ],
+)
+def test_a_columns_numbers_are_each_elements_number(values: list[float]) -> None:
+    """:func:`_numbers` gives what :func:`_number` (and JSON) gives of each element: the same
+    values and the same types (an int for a whole number, else the float)."""
+    column = _numbers(np.array(values, dtype=np.float64))
+    expected = [_number(v) for v in values]
+    assert [type(v) for v in column] == [type(v) for v in expected]
+    assert repr(column) == repr(expected)
 
 
 def test_jobs_of_one_delay_share_its_profile_name(tmp_path: Path) -> None:

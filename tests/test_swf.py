@@ -70,6 +70,37 @@ def test_wrong_field_count_names_file_and_line(tmp_path: Path) -> None:
     assert str(info.value) == f"{path}:13: expected 18 fields, found 17"
 
 
+@pytest.mark.parametrize(
+    ("where", "extra", "line", "found"),
+    [
+        ("first", " 7", 11, 19),  # pandas would take a first line's extra field for an index
+        ("all", " 7", 11, 19),
+        ("all", " 7 8", 11, 20),
+        ("last", " 7", 13, 19),
+        ("first", "", 11, 17),  # a field short: the last field missing
+        ("last", "", 13, 17),
+    ],
+)
+def test_every_line_of_another_field_count_is_found(
+    tmp_path: Path, where: str, extra: str, line: int, found: int
+) -> None:
+    """Lines of 19, 20 or 17 fields, first, last or everywhere: the strict reader names the
+    first, the lenient one skips every one of them and keeps the others' values whole."""
+    lines = list(LINES)
+    bad = {"first": [0], "last": [2], "all": [0, 1, 2]}[where]
+    for index in bad:
+        lines[index] = lines[index] + extra if extra else lines[index].rsplit(" ", 1)[0]
+    path = write(tmp_path, HEADER + "\n".join(lines) + "\n")
+    with pytest.raises(SwfError) as info:
+        read_swf(path)
+    assert str(info.value) == f"{path}:{line}: expected 18 fields, found {found}"
+    trace = read_swf(path, lenient=True)
+    assert sorted(trace.skipped_lines) == [11 + index for index in bad]
+    kept = [int(text.split()[0]) for i, text in enumerate(LINES) if i not in bad]
+    assert trace.jobs["job_number"].tolist() == kept
+    assert trace.jobs["user_id"].tolist() == [[7, 8, 7][i] for i in range(3) if i not in bad]
+
+
 def test_non_numeric_value_names_file_and_line(tmp_path: Path) -> None:
     lines = [LINES[0], LINES[1].replace(" 50 ", " 5O "), LINES[2]]
     path = write(tmp_path, HEADER + "\n".join(lines) + "\n")

@@ -130,8 +130,12 @@ def _numbers(values: np.ndarray) -> list[int | float]:
     if values.dtype.kind in "iu":
         return values.tolist()  # Python ints, as int() of each element
     floats = values.astype(np.float64)
-    whole = (np.isfinite(floats) & (np.floor(floats) == floats)).tolist()
-    return [int(v) if w else v for v, w in zip(floats.tolist(), whole, strict=True)]
+    whole = np.isfinite(floats) & (np.floor(floats) == floats)
+    if whole.all() and (np.abs(floats) < 2.0**63).all():
+        # the usual column, whole numbers only: numpy's int64 of each is int() of it (exact
+        # below 2**63), one conversion for the column rather than one call per element
+        return floats.astype(np.int64).tolist()
+    return [int(v) if w else v for v, w in zip(floats.tolist(), whole.tolist(), strict=True)]
 
 
 def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> BatsimWorkload:
