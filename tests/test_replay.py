@@ -204,6 +204,12 @@ def test_float_texts_and_lookups_are_pandas_own() -> None:
         {f"w0!{i}": (i if i % 2 else i / 2) for i in range(0, 1000, 7)},
         {f"w0!{i}": (i if i % 2 else i / 2) for i in range(1000)},
         {f"w0!{i}": 2**63 + i for i in range(1000)},  # beyond int64: pandas' own way
+        {f"w0!{i}": -(2**63) - i for i in range(1000)},  # below int64
+        # a NaN hides no int beyond int64 from the bounds' check, wherever it stands
+        {"w0!1": float("nan"), "w0!2": 2**70, "w0!3": 5},
+        {"w0!1": 5, "w0!2": float("nan"), "w0!3": 2**70},
+        {"w0!1": 5, "w0!2": 2**70, "w0!3": float("nan")},
+        {"w0!1": float("nan"), "w0!2": 3, "w0!3": 5},
         {f"w0!{i}": bool(i % 2) for i in range(1000)},  # bools: pandas' own way
         {f"w0!{i}": np.float64(i) for i in range(1000)},  # numpy numbers: pandas' own way
         {"w0!3": 7},

@@ -290,15 +290,19 @@ def _mapped(ids: pd.Series, values: Mapping[str, float]) -> pd.Series:
     an int, else float64, and takes from it, a missing id giving NaN (and so float64): the
     same here. Anything else (a bool, a numpy number, an int beyond int64) goes through pandas
     itself."""
-    numbers = values.values()
-    if type(values) is not dict or not all(
-        type(v) is float or (type(v) is int and -(2**63) <= v < 2**63) for v in numbers
-    ):
+    if type(values) is not dict:
         return ids.map(values)
-    get = values.get
-    looked_up = [get(key) for key in ids.tolist()]
+    numbers = values.values()
+    kinds = set(map(type, numbers))  # (the types and bounds found at C speed, not per value)
+    if not kinds <= {float, int}:
+        return ids.map(values)
+    # a NaN among the values makes min or max NaN (then not in range: through pandas), else
+    # they are the ints' and floats' true bounds
+    if int in kinds and not (-(2**63) <= min(numbers) and max(numbers) < 2**63):
+        return ids.map(values)
+    looked_up = list(map(values.get, ids.tolist()))
     column: np.ndarray
-    if numbers and None not in looked_up and all(type(v) is int for v in numbers):
+    if kinds == {int} and None not in looked_up:
         column = np.array(looked_up, dtype=np.int64)
     else:
         nan = float("nan")
@@ -361,8 +365,7 @@ def _table_csv(table: pd.DataFrame, *, header: bool = True) -> str:
             cells.append(_float_texts(values))
         elif values.dtype.kind == "i":
             cells.append(list(map(str, values.tolist())))  # astype(str) of integers
-        elif values.dtype.kind == "O" and all(type(v) is str for v in values):
-            texts = values.tolist()
+        elif values.dtype.kind == "O" and set(map(type, texts := values.tolist())) == {str}:
             # one search of the cells joined: it finds a character iff one of them holds it
             if _NEEDS_QUOTING.search("".join(texts)):
                 return str(table.to_csv(index=False, header=header))
