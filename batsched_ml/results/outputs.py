@@ -298,7 +298,7 @@ def _mapped(ids: pd.Series, values: Mapping[str, float]) -> pd.Series:
         return ids.map(values)
     # a NaN among the values makes min or max NaN (then not in range: through pandas), else
     # they are the ints' and floats' true bounds
-    if int in kinds and not (-(2**63) <= min(numbers) and max(numbers) < 2**63):
+    if int in kinds and not (min(numbers) >= -(2**63) and max(numbers) < 2**63):
         return ids.map(values)
     looked_up = list(map(values.get, ids.tolist()))
     column: np.ndarray
