@@ -292,7 +292,7 @@ def _parse_numbers(data_lines: list[str]) -> pd.DataFrame:
     a line is not 18 finite numbers.
 
     Every line's field count is known from the parse, without splitting each line first (a
-    pass over every line, 0.1 to 0.2 s of full HPC2N's load): a line of fewer fields leaves a
+    pass over every line, about 0.1 s of full HPC2N's load): a line of fewer fields leaves a
     NaN; a line of more fails the parse, or, if the first line has more, pandas takes the extra
     leading fields for the rows' index, which is then not ``0, 1, ...``."""
     if not data_lines:
