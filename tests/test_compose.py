@@ -447,6 +447,7 @@ def test_experiment_refuses_a_scheduler_folder_holding_another_run(tmp_path: Pat
     assert not (tmp_path / "o2").exists()
 
 
+@pytest.mark.long  # waits out the grace, 20 s: the rule itself is the test below
 def test_experiment_fails_within_a_minute_when_batsim_s_table_does_not_appear(
     tmp_path: Path,
 ) -> None:
@@ -479,6 +480,54 @@ def test_experiment_fails_within_a_minute_when_batsim_s_table_does_not_appear(
         "--always-recreate-deps`, as documented, starts a fresh one)"
     )
     assert list((tmp_path / "o").iterdir()) == []
+
+
+@pytest.mark.parametrize("appears_after", [None, 0, 7, 19])
+def test_batsim_s_table_is_awaited_for_the_grace_and_no_longer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, appears_after: int | None
+) -> None:
+    """Collect waits for Batsim's job table, read again each second, for the grace after the
+    scheduler's run ended (on a clock of its own here: no test waits 20 s): a table that comes
+    within it is taken; none by then, and it stops with the one line naming the file."""
+    from batsched_ml.serving import collect
+
+    clock = [1000.0]
+    monkeypatch.setattr(collect.time, "monotonic", lambda: clock[0])
+    table = tmp_path / "batsim_jobs.csv"
+    written = write_replay(
+        run_replay(load_workload(tmp_path / slice_of_kth(tmp_path, 20)), ReplayConfig()),
+        tmp_path / "r",
+    )
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+        if appears_after is not None and len(slept) == appears_after:
+            shutil.copy(tmp_path / "r" / "jobs.csv", table)
+
+    if appears_after == 0:
+        shutil.copy(tmp_path / "r" / "jobs.csv", table)
+    expected = {str(i) for i in job_ids_of(tmp_path / "r" / "jobs.csv")}
+    grace = collect.BATSIM_GRACE
+    if appears_after is None:
+        with pytest.raises(collect.CollectError) as info:
+            collect._whole_table(table, expected, grace, sleep, None)
+        assert str(info.value) == (
+            f"Batsim's job table {table} did not appear within {grace:g} s of the scheduler's "
+            f"run ending, although the scheduler's run is complete: Batsim wrote it elsewhere "
+            f"or not at all ({collect.STALE_BATSIM})"
+        )
+        assert slept == [1.0] * int(grace)  # read again each second, for the grace
+    else:
+        found = collect._whole_table(table, expected, grace, sleep, None)
+        assert len(found) == written["jobs"] == len(expected)
+        assert slept == [1.0] * appears_after
+
+
+def job_ids_of(path: Path) -> list[str]:
+    """The job ids of a job table (its first column)."""
+    return [line.split(",", 1)[0] for line in path.read_text().splitlines()[1:]]
 
 
 def test_a_failed_up_leaves_the_output_folder_empty_never_the_previous_results(
