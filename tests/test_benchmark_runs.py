@@ -80,3 +80,28 @@ def test_a_benchmark_runs_on_a_slice(
 ) -> None:
     out = run(script, *(a.replace("{slice}", str(kth_slice)) for a in args), cwd=tmp_path)
     assert expected in out
+
+
+def test_the_compiled_scheduler_s_benchmark_runs_and_finds_the_same_job_table(
+    tmp_path: Path,
+) -> None:
+    """docs/speed.md quotes its ratio: the compiled scheduler against its source, one replay
+    of each on KTH-SP2 here, the same job table."""
+    out = run(
+        "bench_compiled_scheduler.py",
+        *("--trace", "KTH-SP2-1996-2.1-cln", "--policies", "fcfs", "--repeat", "1"),
+        cwd=tmp_path,
+    )
+    row = next(line for line in out.splitlines() if line.startswith("| KTH-SP2"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1] == "fcfs" and cells[-1] == "yes", row
+    assert float(cells[2]) > 0 and float(cells[3]) > 0, row
+
+
+def test_the_library_against_the_socket_runs_with_every_reply_checked(tmp_path: Path) -> None:
+    """docs/batsim5.md quotes its table: Batsim 5's library mode, the socket and no transport
+    answer the recorded messages (each reply checked against the recording, or it fails)."""
+    out = run("edc_vs_socket.py", "--repeat", "1", cwd=tmp_path)
+    modes = {line.split()[0] for line in out.splitlines()[2:5]}
+    assert modes == {"library", "socket", "in-process"}, out
+    assert "socket / library:" in out
