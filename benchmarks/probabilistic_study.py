@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 from _common import ROOT, trace_named, write_between_markers
 
-from batsched_ml.results import probe
+from batsched_ml.experiments import probe
 from batsched_ml.results.gap import estimate
 from batsched_ml.results.metrics import summarize
 from batsched_ml.runs.replaying import ReplayConfig, run_replay

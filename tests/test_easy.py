@@ -18,10 +18,10 @@ from batsched_ml.protocol.events import (
     RequestedCall,
 )
 from batsched_ml.results.metrics import max_machines_in_use, read_jobs_csv
+from batsched_ml.results.textfile import write_jobs_csv
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.easy import easy_pass, reservation_for
 from batsched_ml.scheduler.predictors import ActualRuntime
-from batsched_ml.sim import jobs_csv
 from batsched_ml.sim.simulator import BatsimSimulator
 from tests.conftest import waiting
 
@@ -220,7 +220,7 @@ def test_fcfs_reservations_hold_with_requested_times(tmp_path) -> None:
         message = sim.start()
         while message is not None:
             message = sim.step(scheduler.handle(message))
-        jobs_csv.write_jobs_csv(tmp_path / "jobs.csv", sim.rows)
+        write_jobs_csv(tmp_path / "jobs.csv", sim.rows)
         table = read_jobs_csv(tmp_path / "jobs.csv")
         start = dict(zip("w0!" + table["job_id"], table["starting_time"], strict=True))
         assert scheduler.reservations

@@ -14,9 +14,9 @@ from batsched_ml.cli import main
 from batsched_ml.errors import ConfigError
 from batsched_ml.predict.training import WEEK
 from batsched_ml.results.outputs import write_replay
+from batsched_ml.results.textfile import write_jobs_csv
 from batsched_ml.runs.replaying import ReplayConfig, make_scheduler, run_replay
 from batsched_ml.scheduler.guard import FinishedJob, GuardDecision, GuardOptions, decide
-from batsched_ml.sim.jobs_csv import write_jobs_csv
 from tests.conftest import workload_head
 from tests.test_classified import rows, workload
 from tests.test_classifier_options import StubTrainer

@@ -1,5 +1,5 @@
 """The results pages against today's code: each page's settings, replayed on the probe workload
-(:mod:`batsched_ml.results.probe`), must give what they gave the code that made the page's runs.
+(:mod:`batsched_ml.experiments.probe`), must give what they gave the code that made the page's runs.
 A failure names the page and the setting: the page is then made again by its campaign."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from batsched_ml.results import probe
+from batsched_ml.experiments import probe
 from batsched_ml.runs.replaying import ReplayConfig, config_of_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_every_results_page_has_the_probes_of_its_runs_or_a_warning(page: str) -
         assert "Not checked against the current code" in before and not after
         return
     assert probe.probes_path(DOCS / page).is_file(), (
-        f"{page} has no probes: make its runs, then python -m batsched_ml.results.probe write "
+        f"{page} has no probes: make its runs, then python -m batsched_ml.experiments.probe write "
         f"docs/{page} --campaign ... --runs ..."
     )
     assert not before and "made by batsched-ml" in after

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batsched_ml.alloc import intervals_of, procset_of
+from batsched_ml.results.textfile import write_jobs_csv
 from batsched_ml.sim import jobs_csv
 
 integers = st.integers(0, 2**53).map(float)
@@ -133,7 +134,7 @@ def test_the_table_is_written_whole_whatever_the_parts(tmp_path) -> None:
     for count in (0, 1, 7):
         for rows_per_part in (1, 2, 3, 7, 50_000):
             path = tmp_path / "jobs.csv"
-            jobs_csv.write_jobs_csv(path, rows[:count], rows_per_part=rows_per_part)
+            write_jobs_csv(path, rows[:count], rows_per_part=rows_per_part)
             wanted = jobs_csv.HEADER + "\n" + "".join(row + "\n" for row in rows[:count])
             assert path.read_bytes() == wanted.encode()
             assert not (tmp_path / "jobs.csv.tmp").exists()

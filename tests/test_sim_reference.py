@@ -10,6 +10,7 @@ import json
 import pytest
 
 from batsched_ml.protocol.codec import message_from_dict, message_to_dict
+from batsched_ml.results.textfile import write_jobs_csv
 from batsched_ml.sim import jobs_csv, simulator
 from batsched_ml.sim.simulator import BatsimSimulator, InvalidDecision
 from batsched_ml.workload.platform import compute_host_names, message_routes
@@ -88,7 +89,7 @@ def test_simulator_writes_batsims_jobs_csv(name: str, kernel: str, tmp_path) -> 
     case = load_case(name)
     sim, _ = _replay(case)
     out = tmp_path / "jobs.csv"
-    jobs_csv.write_jobs_csv(out, sim.rows)
+    write_jobs_csv(out, sim.rows)
     assert out.read_text() == case.jobs_csv()
 
 

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return run_batsim5(args)
     if args.init_string:
         raise ConfigError("an init string is Batsim 5's (--protocol 5)")
-    from batsched_ml.sim import jobs_csv
+    from batsched_ml.results.textfile import write_jobs_csv
     from batsched_ml.sim.simulator import BatsimSimulator
     from batsched_ml.transport.v4 import run_batsim_peer
     from batsched_ml.workload.io import load_workload, report_dropped
@@ -114,10 +114,10 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         # the jobs finished so far, under a name no reader takes for a whole run's table
         partial = Path(prefix + "_jobs.partial.csv")
-        jobs_csv.write_jobs_csv(partial, sim.rows)
+        write_jobs_csv(partial, sim.rows)
         print(f"batsched-ml: the run stopped early; {len(sim.rows)} job(s) in {partial}")
         raise
-    jobs_csv.write_jobs_csv(out, sim.rows)
+    write_jobs_csv(out, sim.rows)
     print(json.dumps({"messages": count, "jobs": len(sim.rows), "jobs_csv": str(out)}))
     return 0
 
@@ -129,7 +129,7 @@ def run_batsim5(args: argparse.Namespace) -> int:
     features in Batsim 5: refused here. Platforms with link latencies are simulated where their
     shape is the recorded one (:func:`~batsched_ml.workload.platform.message_routes`), else
     refused."""
-    from batsched_ml.sim import jobs_csv
+    from batsched_ml.results.textfile import write_jobs_csv
     from batsched_ml.sim.simulator import Batsim5, BatsimSimulator
     from batsched_ml.transport.v5 import run_batsim5_peer
     from batsched_ml.workload.batsim5 import from_batsim5, to_batsim5
@@ -181,9 +181,9 @@ def run_batsim5(args: argparse.Namespace) -> int:
     except BaseException:
         if made:  # the jobs finished so far, as the Batsim 4 stand-in keeps them
             partial = Path(prefix + "jobs.partial.csv")
-            jobs_csv.write_jobs_csv(partial, made[0].rows)
+            write_jobs_csv(partial, made[0].rows)
             print(f"batsched-ml: the run stopped early; {len(made[0].rows)} job(s) in {partial}")
         raise
-    jobs_csv.write_jobs_csv(out, sim.rows)
+    write_jobs_csv(out, sim.rows)
     print(json.dumps({"messages": count, "jobs": len(sim.rows), "jobs_csv": str(out)}))
     return 0

@@ -2,7 +2,8 @@
 
 The input is a Batsim ``_jobs.csv`` (ours or real Batsim's), read with :func:`read_jobs_csv`.
 
-Bounded slowdown (paper, section 3.2), with ``tau`` = 60 s::
+Bounded slowdown (paper, section 3.2; the formula is :mod:`batsched_ml.slowdown`'s), with ``tau``
+= 60 s::
 
     bsld_j = max((wait_j + p_j) / max(p_j, tau), 1)
 
@@ -39,7 +40,10 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-TAU = 60.0
+# the formula and its bound, written below the scheduler's guard that decides with them
+from batsched_ml.slowdown import TAU as TAU
+from batsched_ml.slowdown import bounded_slowdown as bounded_slowdown
+
 HOUR = 3_600.0
 MONTH = 30 * 86_400.0
 
@@ -68,10 +72,6 @@ def read_jobs_csv(
         dtype={"job_id": str, "workload_name": str, "allocated_resources": str},
         usecols=list(columns) if columns is not None else None,
     )
-
-
-def bounded_slowdown(wait: np.ndarray, runtime: np.ndarray, tau: float = TAU) -> np.ndarray:
-    return np.maximum((wait + runtime) / np.maximum(runtime, tau), 1.0)
 
 
 RESUBMIT_SUFFIX = "_resub"

@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -46,9 +46,6 @@ from batsched_ml.results.textfile import write_text as write_text
 from batsched_ml.scheduler.guard import GUARD_COLUMNS
 from batsched_ml.sim.jobs_csv import table_parts
 from batsched_ml.workload.io import dropped_jobs
-
-if TYPE_CHECKING:  # the run's result (the run pipeline, above, hands it over)
-    from batsched_ml.runs.replaying import ReplayResult
 
 RUN_FILE = "run.json"  # the run's identity and status (:mod:`batsched_ml.results.runfolder`)
 JOBS = "jobs.csv"  # Batsim's job table, one row per attempt
@@ -89,6 +86,38 @@ RUN_OUTPUTS = frozenset(
 
 #: The tables a served run's scheduler writes that ``collect`` copies beside Batsim's job table.
 SCHEDULER_TABLES = (DECISIONS, CLASSIFICATION, WEEKLY_QUALITY)
+
+
+class Settings(Protocol):
+    """A run's settings, as its record gives them."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+class Replayed(Protocol):
+    """What :func:`write_replay` reads of a replay: its job table's rows, its scheduler (read
+    for what it has: the predictor's and the classifier's records), the workload's description
+    and its settings; :class:`batsched_ml.runs.replaying.ReplayResult` is one. Named here, so
+    that the writers below the run pipeline do not import it."""
+
+    @property
+    def rows(self) -> list[str]: ...
+    @property
+    def scheduler(self) -> Any: ...
+    @property
+    def workload(self) -> dict[str, Any]: ...
+    @property
+    def config(self) -> Settings: ...
+    @property
+    def workload_jobs(self) -> int: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def batsim(self) -> int: ...
+
+    summary: dict[str, Any]  # the summary written, kept for the caller
 
 
 class Files(Protocol):
@@ -181,7 +210,7 @@ def run_summary(
 
 
 def write_replay(
-    result: ReplayResult, out_dir: str | Path | Files, *, run_id: str | None = None
+    result: Replayed, out_dir: str | Path | Files, *, run_id: str | None = None
 ) -> dict[str, Any]:
     """Write a replay's files into ``out_dir``: ``jobs.csv``, ``summary.json``, ``timing.json``
     and, as the scheduler has them, the predictor's and the classifier's tables; return the

@@ -105,7 +105,7 @@ THRESHOLD_RULES = ("fixed", "cost")
 #: ``threshold_rule="cost"``: the thresholds searched each week (0.05, 0.10, ..., 0.95)
 COST_GRID = tuple(round(0.05 * k, 2) for k in range(1, 20))
 #: the bound (seconds) of the bounded slowdown the cost rule weighs its errors by: 10 s, not the
-#: reports' 60 s (:data:`batsched_ml.results.metrics.TAU`); the cost rule's published figures
+#: reports' 60 s (:data:`batsched_ml.slowdown.TAU`); the cost rule's published figures
 #: (docs/closing-the-gap.md) were made with it, so it stays
 BSLD_TAU = 10.0
 #: ``leaky_features`` values. LEAKY: "all" and "weekly" read the runtimes of earlier jobs that

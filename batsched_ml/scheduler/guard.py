@@ -16,7 +16,7 @@ The decision, once a week (:func:`decide`), from the jobs that finished in the l
 - fewer than ``guard_min_jobs`` such jobs: the state in force stays (initially off);
 - otherwise on iff their mean bounded slowdown, each job's first wait (start of its first
   attempt minus its submission) over its runtime, bounded as the reports bound it
-  (:func:`batsched_ml.results.metrics.bounded_slowdown`), is at least ``guard_slowdown`` (the
+  (:func:`batsched_ml.slowdown.bounded_slowdown`), is at least ``guard_slowdown`` (the
   *pressure*), **and** at least ``guard_waiting_share`` of them had a bounded slowdown of at
   least ``guard_slowdown`` themselves (the pressure is shared). The first wait leaves out the
   runs the safeguard killed, so that the kills of the weeks on do not keep the guard on by
@@ -62,8 +62,8 @@ import numpy as np
 
 from batsched_ml.predict.training import WEEK, week_of
 from batsched_ml.protocol.events import JobCompleted, Message
-from batsched_ml.results.metrics import bounded_slowdown
 from batsched_ml.scheduler.core import Component, RunningJob, WaitingJob
+from batsched_ml.slowdown import bounded_slowdown
 
 #: the guard's options (``--classifier-option``) and their defaults (:class:`GuardOptions`)
 GUARD_DEFAULTS: dict[str, Any] = {

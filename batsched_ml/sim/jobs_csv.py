@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 from procset import ProcSet
 
 from batsched_ml.alloc import Runs
-from batsched_ml.results.textfile import write_text
 
 JOBS_CSV_COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -265,13 +263,6 @@ def rejected_row(
         "REJECTED",
     )
     return ",".join(head) + "," * 8 + f',"{metadata}"'
-
-
-def write_jobs_csv(path: str | Path, rows: list[str], *, rows_per_part: int = 50_000) -> None:
-    """Write the header and ``rows`` (atomically: a temporary file renamed into place), a part
-    at a time: the whole table as one text, and its encoded copy, were the largest step of a
-    replay's memory (two copies of 33 MiB for HPC2N)."""
-    write_text(Path(path), table_parts(rows, rows_per_part))
 
 
 def table_parts(rows: list[str], rows_per_part: int = 50_000) -> Iterator[str]:

@@ -1,5 +1,5 @@
 """MkDocs hook: each results page says which code made its runs, or warns that nothing ties
-them to the current code (:func:`batsched_ml.results.probe.provenance`)."""
+them to the current code (:func:`batsched_ml.experiments.probe.provenance`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, **kwargs: Any) -> str:
-    from batsched_ml.results.probe import provenance, results_pages
+    from batsched_ml.experiments.probe import provenance, results_pages
 
     if page.file.src_uri not in results_pages(config["nav"] or []):
         return markdown

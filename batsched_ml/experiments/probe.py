@@ -13,7 +13,7 @@ What a probe does not see: a change that moves results only on other traces or b
 slice's weeks. The probe is a tripwire, not a proof; the golden set
 (``benchmarks/golden_check.py``) and the reference tests cover whole traces.
 
-``python -m batsched_ml.results.probe write PAGE.md --campaign FILE.toml --runs DIR`` (or
+``python -m batsched_ml.experiments.probe write PAGE.md --campaign FILE.toml --runs DIR`` (or
 ``--paper``; ``--campaign`` and ``--runs`` repeated for a page of several campaigns) writes a
 page's probes; ``check PAGE.md`` compares them with the current code.
 """
@@ -250,7 +250,7 @@ def runs_code(folders: Iterable[Path]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m batsched_ml.results.probe")
+    parser = argparse.ArgumentParser(prog="python -m batsched_ml.experiments.probe")
     commands = parser.add_subparsers(dest="command", required=True)
     write = commands.add_parser("write", help="write a page's probes with the current code")
     write.add_argument("page")
