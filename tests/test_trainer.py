@@ -25,7 +25,7 @@ from batsched_ml.predict.features import FEATURE_NAMES
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.results.outputs import write_replay
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
-from batsched_ml.trainer.client import RemoteTrainer
+from batsched_ml.trainer.client import RemoteTrainer, stop_trainer
 from batsched_ml.trainer.process import free_tcp_endpoint, trainer_command
 from batsched_ml.trainer.schema import encode
 from batsched_ml.trainer.schema import finished_field as finished
@@ -634,9 +634,13 @@ def test_the_scheduler_stops_on_a_refusal_instead_of_going_on_without_models(
         with pytest.raises(TrainerRefused, match="belongs to run aaaaaaaaaaaaaaaa"):
             client.model_for(1)
         assert client.events == []  # not weathered as a trainer fault
+        assert client.close(stop=True) is False  # nor does it obey this run's stop
     finally:
-        client.close(stop=True)
+        client.close()
+        # the run that owns the trainer stops it (the join used to wait out its 10 s)
+        assert stop_trainer(endpoint, RUN_A)
         thread.join(10)
+    assert not thread.is_alive()
 
 
 def test_an_interrupt_while_the_side_trainer_starts_stops_it(
