@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,15 @@ def test_the_library_against_the_socket_runs_with_every_reply_checked(tmp_path: 
     modes = {line.split()[0] for line in out.splitlines()[2:5]}
     assert modes == {"library", "socket", "in-process"}, out
     assert "socket / library:" in out
+
+
+@pytest.mark.long  # 9 s: the stops themselves are tests/test_stops.py's, in the default run
+def test_the_stops_benchmark_runs_and_every_command_stops_by_its_signal(tmp_path: Path) -> None:
+    """docs/reliability.md quotes its figures: each case's command stopped by its signal,
+    with the signal's exit status, in well under the suite's generous bound."""
+    out = run("bench_stops.py", "--repeat", "1", cwd=tmp_path)
+    cases = re.findall(r"(SIGINT|SIGTERM) +exit \[(\d+)\] stopped in ([\d.]+) s", out)
+    assert len(cases) == 3, out
+    for signal, status, seconds in cases:
+        assert int(status) == {"SIGINT": 130, "SIGTERM": 143}[signal], out
+        assert float(seconds) < 30, out
