@@ -494,10 +494,9 @@ def test_batsim_s_table_is_awaited_for_the_grace_and_no_longer(
     clock = [1000.0]
     monkeypatch.setattr(collect.time, "monotonic", lambda: clock[0])
     table = tmp_path / "batsim_jobs.csv"
-    written = write_replay(
-        run_replay(load_workload(tmp_path / slice_of_kth(tmp_path, 20)), ReplayConfig()),
-        tmp_path / "r",
-    )
+    workload = load_workload(tmp_path / slice_of_kth(tmp_path, 20))
+    expected = {str(job["id"]) for job in workload["jobs"]}  # as collect makes it
+    written = write_replay(run_replay(workload, ReplayConfig()), tmp_path / "r")
     slept: list[float] = []
 
     def sleep(seconds: float) -> None:
@@ -508,7 +507,6 @@ def test_batsim_s_table_is_awaited_for_the_grace_and_no_longer(
 
     if appears_after == 0:
         shutil.copy(tmp_path / "r" / "jobs.csv", table)
-    expected = {str(i) for i in job_ids_of(tmp_path / "r" / "jobs.csv")}
     grace = collect.BATSIM_GRACE
     if appears_after is None:
         with pytest.raises(collect.CollectError) as info:
@@ -523,11 +521,6 @@ def test_batsim_s_table_is_awaited_for_the_grace_and_no_longer(
         found = collect._whole_table(table, expected, grace, sleep, None)
         assert len(found) == written["jobs"] == len(expected)
         assert slept == [1.0] * appears_after
-
-
-def job_ids_of(path: Path) -> list[str]:
-    """The job ids of a job table (its first column)."""
-    return [line.split(",", 1)[0] for line in path.read_text().splitlines()[1:]]
 
 
 def test_a_failed_up_leaves_the_output_folder_empty_never_the_previous_results(

@@ -769,8 +769,6 @@ def test_a_stranger_cannot_stop_a_trainer_process_and_its_owner_can(tmp_path: Pa
     """Over the socket, against ``batsched-ml trainer``: a stop from another run, or from no
     run, is refused and the trainer goes on serving its run; the owner's stop ends it, exit 0,
     its SQLite history closed (no -wal, no -shm)."""
-    from batsched_ml.trainer.client import stop_trainer
-
     process, endpoint = start_trainer(tmp_path)
     try:
         owner = RemoteTrainer(endpoint, tmp_path / "models", ForestParams(), deadline=60, run=RUN_A)
