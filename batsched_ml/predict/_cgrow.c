@@ -78,6 +78,7 @@ typedef struct {
     double weighted_n_samples;
     /* work */
     int32_t *samples;       /* 0 .. m-1, partitioned node by node */
+    int32_t *right_samples; /* a partition's right side, before it is copied back */
     int64_t *features, *constant_features;
     uint64_t *bins;         /* per rank (COPIES sets): packed sums, all zero between uses */
     uint64_t *keys, *spare; /* the sort path: rank << 32 | sample */
@@ -327,18 +328,20 @@ node_split(Grower *g, Record *rec, double t0, double t1, double wn, Split *best)
             else
                 above = middle;
         }
-        int32_t *samples = g->samples;
-        int64_t a = start, b = end;
-        while (a < b) {
-            if (rank[samples[a]] <= last) {
-                a++;
-            } else {
-                b--;
-                int32_t t = samples[a];
-                samples[a] = samples[b];
-                samples[b] = t;
-            }
+        /* stable: the samples of every node stay in ascending order (those of the root are
+         * 0 .. m-1), so that the scans read each feature's ranks forward, not at random (the
+         * split found does not depend on their order: sums of integers, and splits only
+         * between distinct values) */
+        int32_t *samples = g->samples, *right = g->right_samples;
+        int64_t a = start, n_right = 0;
+        for (int64_t p = start; p < end; p++) {
+            int32_t s = samples[p];
+            if (rank[s] <= last)
+                samples[a++] = s;
+            else
+                right[n_right++] = s;
         }
+        memcpy(samples + a, right, sizeof(int32_t) * (size_t)n_right);
         uint64_t left = sums_of(g, start, best->pos);
         best->left_sums = left;
         double l0 = W0_OF(left), l1 = W1_OF(left);
@@ -547,13 +550,14 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     g.ranks = malloc(sizeof(int32_t) * rows * columns);
     g.packed = malloc(sizeof(uint64_t) * rows);
     g.samples = malloc(sizeof(int32_t) * rows);
+    g.right_samples = malloc(sizeof(int32_t) * rows);
     g.keys = malloc(sizeof(uint64_t) * rows);
     g.spare = malloc(sizeof(uint64_t) * rows);
     g.features = malloc(sizeof(int64_t) * columns);
     g.constant_features = malloc(sizeof(int64_t) * columns);
     g.bins = calloc((size_t)COPIES * ((size_t)max_values + 1), sizeof(uint64_t));
     if (failed) {
-    } else if (!g.ranks || !g.packed || !g.samples || !g.keys || !g.spare || !g.features ||
+    } else if (!g.ranks || !g.packed || !g.samples || !g.right_samples || !g.keys || !g.spare || !g.features ||
                !g.constant_features || !g.bins) {
         failed = 1;
     } else {
@@ -590,6 +594,7 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     free(g.ranks);
     free(g.packed);
     free(g.samples);
+    free(g.right_samples);
     free(g.keys);
     free(g.spare);
     free(g.features);
