@@ -20,12 +20,14 @@ code_identity`), and the code digest counts each compiled part's source digest, 
 never takes a run of one for a run of the other.
 
 The scheduler is compiled too, from its one Python source, by mypyc (:data:`SCHEDULER_GROUP`: the
-EASY pass, the scheduler core, the dispatchers, the queue orders, the machine sets, the job and the
-predictor's measuring wrapper). Its modules call each other natively, so they are one part, used
-whole or not at all, and a part whose source is the reference itself: the build records each
-module's ``.py`` SHA-256 in a module compiled with them (:data:`SCHEDULER_STAMP`), and ``import
-batsched_ml`` checks them all (:func:`guard_scheduler`). When one differs (a ``.py`` edited since
-the build: the edit must count), when the build is incomplete, or under
+EASY pass, the scheduler core, the dispatchers, the queue orders, the machine sets, the job, the
+predictor's measuring wrapper, the classifier with its safeguard, and the classifier's features).
+The classes a researcher extends (a component, the scheduler, the classifier, the safeguard, the
+feature tracker) accept subclasses written in Python. Its modules call each other natively, so they
+are one part, used whole or not at all, and a part whose source is the reference itself: the build
+records each module's ``.py`` SHA-256 in a module compiled with them (:data:`SCHEDULER_STAMP`), and
+``import batsched_ml`` checks them all (:func:`guard_scheduler`). When one differs (a ``.py``
+edited since the build: the edit must count), when the build is incomplete, or under
 ``BATSCHED_ML_KERNEL=python``, every module of the group is imported from its ``.py`` (a warning
 says so, except for the variable), although Python would otherwise prefer the ``.so`` beside it.
 
@@ -121,6 +123,8 @@ SCHEDULER_GROUP: tuple[str, ...] = (
     "batsched_ml.scheduler.dispatchers",
     "batsched_ml.scheduler.core",
     "batsched_ml.results.measured",
+    "batsched_ml.predict.features",
+    "batsched_ml.scheduler.classified",
 )
 
 #: The module the build writes and compiles with the group: ``SOURCES``, each module's name and

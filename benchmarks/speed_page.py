@@ -104,21 +104,26 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   93,312 processors) cost per job what the small ones do.
 - **The scheduler is compiled from its own source.** mypyc compiles the scheduler's hot
   modules (the EASY pass, the core, the dispatchers, the queue orders, the machine sets, the
-  job: `batsched_ml.compiled.SCHEDULER_GROUP`) at install, from the very `.py` files that are
-  the research surface: no second copy. They call each other natively, so they are used whole
+  job, the classifier and its features: `batsched_ml.compiled.SCHEDULER_GROUP`) at install,
+  from the very `.py` files that are the research surface: no second copy. They call each other natively, so they are used whole
   or not at all, and only where every one of those files is the one the build was made from
   (the build records their SHA-256, `import batsched_ml` checks them): after an edit of
   `easy.py` the whole group runs from its source, with a warning, until the next
   `pip install -e .`. Against its source, the rest compiled alike
   (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the replay takes about
   1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs on a loaded machine), with
-  the same job table. The classifier and its features (`scheduler/classified.py`,
-  `predict/features.py`) compiled with the group were tried and not kept: the same files, a
-  classified KTH-SP2 replay 0.91 times the time (5 pairs, 0.88-1.01), full HPC2N's 0.99
-  (3 pairs): a classified run's time is the forests' training, which its first job of each
-  week waits for, and the calendar of each submission (C already). What it cannot take
-  away is CPython's own work around the scheduler: look-ups by job id, the per-job objects, and
-  the protocol's events, whose dataclasses mypyc does not compile as they are written.
+  the same job table. The classifier, its safeguard and its features
+  (`scheduler/classified.py`, `predict/features.py`) are compiled with the group: a classified
+  replay's own work at each submission and completion (the job's features, the forest's vote,
+  the safeguard's watch) then runs natively, and the whole command takes 0.88 to 0.89 times
+  the time of the same files run from source (KTH-SP2, SDSC-SP2 and full HPC2N under
+  classification-idempotent, median of 3 each, one run, the same result files); the rest of a
+  classified run's time is the forests' training, which the first job of each week waits for.
+  What compiling cannot take away is CPython's own work around the scheduler: look-ups by job
+  id, the per-job objects, and the protocol's events. Compiled with the group, the events
+  build no faster (full HPC2N under FCFS and SPF: 1.00 and 1.02 times the time, median of 5):
+  mypyc's dataclasses keep the `__init__` that Python's `dataclasses` writes, and take a
+  class constant (`TYPE`) for a field.
   The EASY pass is typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue
   by index, so that compiled it reads each job's machines and estimate as native fields: the
   walk of the long queues behind the head, which was half of RICC's replay under FCFS, now

@@ -391,3 +391,36 @@ def test_a_kill_that_meets_the_jobs_own_completion_resubmits_nothing() -> None:
     )
     assert decided(reply) == [("execute", "w0!C", "2-3"), ("call", 250.0)]
     assert scheduler.kill_decisions == 1
+
+
+def test_python_subclasses_of_the_compiled_classifier_parts_are_honoured() -> None:
+    """The classifier, its safeguard, the classifying scheduler and the feature tracker are
+    compiled with the scheduler (when built): a researcher's subclass written in Python is
+    still accepted, and the compiled classifier calls its override, not the compiled method."""
+    from batsched_ml.predict.features import FeatureTracker
+
+    seen: list[str] = []
+
+    class CountingTracker(FeatureTracker):
+        def submit(self, job):  # type: ignore[no-untyped-def]
+            seen.append(job.id)
+            return super().submit(job)
+
+    class MyClassifier(Classifier):
+        pass
+
+    class MySafeguard(Safeguard):
+        pass
+
+    class MyScheduler(ClassifyingScheduler):
+        pass
+
+    scheduler = MyScheduler("fcfs", variant="classification-idempotent", trainer=FixedTrainer())
+    classifier = scheduler.part(Classifier)
+    classifier.tracker = CountingTracker(mode=classifier.tracker.mode)
+    reply = scheduler.handle(
+        Message(0.0, [begins(4, dynamic=True), submitted(0.0, "A", 2, 50.0, 1)])
+    )
+    assert decided(reply) == [("execute", "w0!A", "0-1")]
+    assert seen == ["w0!A"]
+    assert issubclass(MyClassifier, Classifier) and issubclass(MySafeguard, Safeguard)

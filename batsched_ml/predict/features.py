@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from mypy_extensions import mypyc_attr
+
 from batsched_ml.job import Job
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -133,6 +135,7 @@ class Submission:
     features: list[float]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FeatureTracker:
     """Per-category state and calendar; ``features`` at submission, ``finished`` at the end."""
 

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from batsched_ml import registry
 from batsched_ml.errors import ConfigError
@@ -199,6 +200,7 @@ def _one_of(name: str, value: str, choices: Sequence[str]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Classifier(Component):
     """Classifies each submitted job small or large by the week's model (or, ``clairvoyant``,
     by its true runtime) and keeps the record of every job (see the module docstring).
@@ -612,6 +614,7 @@ def choose_threshold(
     return ThresholdChoice(0, best, len(samples), gap, queue, costs)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Safeguard(Component):
     """Kills a job classified small that is still running at the divider and resubmits it as
     large (see the module docstring); attached after its :class:`Classifier`."""
@@ -737,6 +740,7 @@ class Safeguard(Component):
         return any(entry.rank < 1 for entry in self.scheduler.waiting.values())
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ClassifyingScheduler(BatchScheduler):
     """A convenience constructor: the scheduler with a :class:`Classifier` for ``variant``
     (and the :class:`Safeguard` for ``classification-idempotent``; the :class:`Safeguard` and
