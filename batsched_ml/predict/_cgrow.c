@@ -557,8 +557,8 @@ grow(PyObject *self, PyObject *args, PyObject *kwds)
     g.constant_features = malloc(sizeof(int64_t) * columns);
     g.bins = calloc((size_t)COPIES * ((size_t)max_values + 1), sizeof(uint64_t));
     if (failed) {
-    } else if (!g.ranks || !g.packed || !g.samples || !g.right_samples || !g.keys || !g.spare || !g.features ||
-               !g.constant_features || !g.bins) {
+    } else if (!g.ranks || !g.packed || !g.samples || !g.right_samples || !g.keys || !g.spare ||
+               !g.features || !g.constant_features || !g.bins) {
         failed = 1;
     } else {
         int32_t *row_of = g.samples; /* first the rows kept, then the samples 0 .. m-1 */
