@@ -102,33 +102,32 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
-- **The scheduler is compiled from its own source.** mypyc compiles the scheduler's hot
-  modules (the EASY pass, the core, the dispatchers, the queue orders, the machine sets, the
-  job, the classifier and its features: `batsched_ml.compiled.SCHEDULER_GROUP`) at install,
-  from the very `.py` files that are the research surface: no second copy. They call each other natively, so they are used whole
-  or not at all, and only where every one of those files is the one the build was made from
-  (the build records their SHA-256, `import batsched_ml` checks them): after an edit of
-  `easy.py` the whole group runs from its source, with a warning, until the next
+- **The scheduler is compiled from its own source.** mypyc compiles the scheduler's hot modules
+  (the EASY pass, the core, the dispatchers, the queue orders, the machine sets, the job, the
+  classifier and its features: `batsched_ml.compiled.SCHEDULER_GROUP`) at install, from the very
+  `.py` files that are the research surface: no second copy. They call each other natively, so
+  they are used whole or not at all, and only where every one of those files is the one the
+  build was made from (the build records their SHA-256, `import batsched_ml` checks them): after
+  an edit of `easy.py` the whole group runs from its source, with a warning, until the next
   `pip install -e .`. Against its source, the rest compiled alike
   (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the replay takes about
   1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs on a loaded machine), with
-  the same job table. The classifier, its safeguard and its features
-  (`scheduler/classified.py`, `predict/features.py`) are compiled with the group: a classified
-  replay's own work at each submission and completion (the job's features, the forest's vote,
-  the safeguard's watch) then runs natively, and the whole command takes 0.88 to 0.89 times
-  the time of the same files run from source (KTH-SP2, SDSC-SP2 and full HPC2N under
-  classification-idempotent, median of 3 each, one run, the same result files); the rest of a
-  classified run's time is the forests' training, which the first job of each week waits for.
-  What compiling cannot take away is CPython's own work around the scheduler: look-ups by job
-  id, the per-job objects, and the protocol's events. Compiled with the group, the events
-  build no faster (full HPC2N under FCFS and SPF: 1.00 and 1.02 times the time, median of 5):
-  mypyc's dataclasses keep the `__init__` that Python's `dataclasses` writes, and take a
-  class constant (`TYPE`) for a field.
-  The EASY pass is typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue
-  by index, so that compiled it reads each job's machines and estimate as native fields: the
-  walk of the long queues behind the head, which was half of RICC's replay under FCFS, now
-  costs a fraction of it (the whole command's time is in the table above). A dispatcher, and
-  the EASY pass, take the queue as a list of `WaitingJob`.
+  the same job table. The classifier, its safeguard and its features (`scheduler/classified.py`,
+  `predict/features.py`) are compiled with the group: a classified replay's own work at each
+  submission and completion (the job's features, the forest's vote, the safeguard's watch) then
+  runs natively, and the whole command takes 0.88 to 0.89 times the time it took with these two
+  modules interpreted (KTH-SP2, SDSC-SP2 and full HPC2N under classification-idempotent, median
+  of 3 each, one run, the same result files); the rest of a classified run's time is the
+  forests' training, which the first job of each week waits for. What compiling cannot take away
+  is CPython's own work around the scheduler: look-ups by job id, the per-job objects, and the
+  protocol's events. Compiled with the group, the events build no faster (full HPC2N under FCFS
+  and SPF: 1.00 and 1.02 times the time, median of 5): mypyc's dataclasses keep the `__init__`
+  that Python's `dataclasses` writes, and take a class constant (`TYPE`) for a field. The EASY
+  pass is typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue by index,
+  so that compiled it reads each job's machines and estimate as native fields: the walk of the
+  long queues behind the head, which was half of RICC's replay under FCFS, now costs a fraction
+  of it (the whole command's time is in the table above). A dispatcher, and the EASY pass, take
+  the queue as a list of `WaitingJob`.
 - **A classified run also waits for its side trainer**: a week's forest is trained on the jobs
   finished before the week starts, and the week's first job needs it
   (`benchmarks/trainer_wait.py` measures the wait). The training set-up (`--max-samples`, a
