@@ -8,6 +8,8 @@ import pytest
 from procset import ProcSet
 
 from batsched_ml.alloc import MachineSet, Runs, mask_of
+from batsched_ml.job import Job
+from batsched_ml.predict.features import FeatureTracker, Submission
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.protocol.events import (
     CallMeLater,
@@ -396,21 +398,23 @@ def test_a_kill_that_meets_the_jobs_own_completion_resubmits_nothing() -> None:
 def test_python_subclasses_of_the_compiled_classifier_parts_are_honoured() -> None:
     """The classifier, its safeguard, the classifying scheduler and the feature tracker are
     compiled with the scheduler (when built): a researcher's subclass written in Python is
-    still accepted, and the compiled classifier calls its override, not the compiled method."""
-    from batsched_ml.predict.features import FeatureTracker
-
-    seen: list[str] = []
+    still accepted, and the compiled code calls its overrides, not the compiled methods."""
+    seen: list[tuple[str, str]] = []
 
     class CountingTracker(FeatureTracker):
-        def submit(self, job):  # type: ignore[no-untyped-def]
-            seen.append(job.id)
+        def submit(self, job: Job) -> Submission:
+            seen.append(("features", job.id))
             return super().submit(job)
 
     class MyClassifier(Classifier):
-        pass
+        def _classify(self, features: list[float]) -> tuple[bool, int]:
+            seen.append(("classify", ""))
+            return False, 1  # large (the stand-in model would say small: 50 s asked)
 
     class MySafeguard(Safeguard):
-        pass
+        def on_started(self, entry: WaitingJob, running: RunningJob, now: float) -> list[Event]:
+            seen.append(("started", entry.job.id))
+            return super().on_started(entry, running, now)
 
     class MyScheduler(ClassifyingScheduler):
         pass
@@ -422,5 +426,14 @@ def test_python_subclasses_of_the_compiled_classifier_parts_are_honoured() -> No
         Message(0.0, [begins(4, dynamic=True), submitted(0.0, "A", 2, 50.0, 1)])
     )
     assert decided(reply) == [("execute", "w0!A", "0-1")]
-    assert seen == ["w0!A"]
-    assert issubclass(MyClassifier, Classifier) and issubclass(MySafeguard, Safeguard)
+    assert seen == [("features", "w0!A")]
+
+    seen.clear()
+    mine = MyClassifier(trainer=FixedTrainer(), threshold=0.4)  # (at 0.5: the forest's vote)
+    assembled = BatchScheduler("fcfs", components=[mine, MySafeguard(mine)])
+    reply = assembled.handle(
+        Message(0.0, [begins(4, dynamic=True), submitted(0.0, "A", 2, 50.0, 1)])
+    )
+    assert decided(reply) == [("execute", "w0!A", "0-1")]
+    assert seen == [("classify", ""), ("started", "w0!A")]
+    assert not mine.logical["w0!A"].small  # the override's class, not the model's
