@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from batsched_ml.cli import main
+from batsched_ml.experiments import campaign as campaign_module
 from batsched_ml.experiments.campaign import (
     CampaignError,
     RunSpec,
@@ -25,6 +26,7 @@ from batsched_ml.experiments.campaign import (
     write_results,
 )
 from batsched_ml.report.data import find_runs
+from batsched_ml.runs import pipeline
 from batsched_ml.workload.io import load_workload
 from tests.conftest import KTH, ROOT
 
@@ -238,6 +240,45 @@ def test_a_run_with_options_replays_with_them(tmp_path: Path) -> None:
         # a fixed prediction, capped by the request
         expected = [min(seconds, requested[job]) for job in table["job_id"]]
         assert table["predicted"].tolist() == expected
+
+
+def test_a_worker_reads_each_trace_once_and_every_run_gets_its_own_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "traces"
+    trace = small_trace(folder, 300)
+    path = folder / f"{trace}.swf.gz"
+    reads: list[Path] = []
+
+    def counted(where, **kwargs):
+        reads.append(Path(where))
+        return load_workload(where, **kwargs)
+
+    monkeypatch.setattr(pipeline, "load_workload", counted)
+    cache = pipeline.WorkloadCache(size=1)
+    record = run_identity(RunSpec(trace, "fcfs", "base"), folder).workload
+    first = cache.load(path, record)
+    first["jobs"][0]["walltime"] = -5  # what a replay (or a plug-in) might do to its copy
+    second = cache.load(path, record)
+    assert reads == [path]
+    assert second == load_workload(path) and second is not first
+    assert second["jobs"][0]["walltime"] != -5
+    shaken = cache.load(
+        path, {**record, "shaking": {"seed": 1, "seconds": 60}}, shaking={"seed": 1, "seconds": 60}
+    )
+    assert len(reads) == 2 and shaken != second  # another record: read (and shaken)
+    cache.load(path, record)  # dropped for the shaken one (size 1): read again
+    assert len(reads) == 3
+    # a campaign's runs go through the worker's cache: twice the same trace, one read
+    monkeypatch.setattr(campaign_module, "WORKLOADS", pipeline.WorkloadCache())
+    for policy in ("fcfs", "spf"):
+        row = run_one(RunSpec(trace, policy, "base"), str(folder), str(tmp_path / "out"))
+        assert row["status"] == "done"
+    assert len(reads) == 4
+    main(["replay", str(path), "--policy", "spf", "-o", str(tmp_path / "cli"), "-q"])
+    for name in ("jobs.csv", "summary.json"):  # the same files as a replay of its own
+        cli_file = (tmp_path / "cli" / name).read_bytes()
+        assert (tmp_path / "out" / trace / "spf-base" / name).read_bytes() == cli_file
 
 
 def keys_of(table: pd.DataFrame) -> list[tuple]:

@@ -1,5 +1,6 @@
 """The compiled forest walk (``batsched_ml/predict/_cforest.c``) against its reference,
-:meth:`FastForest.proba` in Python: the same class probabilities bit for bit on trained forests
+:meth:`FastForest.proba` in Python: the same class probabilities bit for bit, and the same
+predicted classes one row or many rows at a time, on trained forests
 (including rows on and next to every split threshold, where the float32 rounding decides), the
 same refusals of malformed arrays, and the switch that turns it off."""
 
@@ -86,6 +87,15 @@ def test_the_compiled_walk_gives_the_python_walks_probabilities_bit_for_bit(para
     expected = [reference.proba(row) for row in rows]
     assert [(a.hex(), b.hex()) for a, b in got] == [(a.hex(), b.hex()) for a, b in expected]
     assert [fast.predict_one(row) for row in rows] == [reference.predict_one(r) for r in rows]
+    # the rows at once (the trainer's rating of last week's model): the same classes, from
+    # float64 rows (rounded to float32 first, as each row is) and from float32 ones
+    expected_classes = np.array([reference.predict_one(row) for row in rows], dtype=bool)
+    if params.get("max_depth") != 1:  # (the stump says one class for all of them)
+        assert expected_classes.any() and not expected_classes.all()
+    for matrix in (np.array(rows), np.array(rows, dtype=np.float32)):
+        assert np.array_equal(fast.predict(matrix), expected_classes)
+        assert np.array_equal(reference.predict(matrix), expected_classes)
+    assert fast.predict(np.empty((0, 20))).shape == (0,)
     # and both are scikit-learn's own (the float32 rounding of the row included)
     assert np.array_equal(
         np.array(got[:500]), forest.predict_proba(np.array(rows[:500], dtype=np.float32))
@@ -118,6 +128,24 @@ def test_the_compiled_walk_on_a_hand_made_forest() -> None:
         forest.proba([1.0, 2.0, 3.0])
     with pytest.raises(TypeError):
         forest.proba([1.0, "x"])
+
+
+def test_the_compiled_predictions_answer_with_the_classes_given() -> None:
+    forest = _cforest().Forest(**_arrays(), n_features=2, classes=("large", "small"))
+    assert forest.predict_one([9.0, 0.5]) == "large"  # 0.75 against 0.25
+    assert forest.predict_one([9.0, 0.6]) == "small"  # 0.375 against 0.625
+    rows = np.array([[9.0, 0.5], [9.0, 0.6], [0.0, np.float32(0.5000001)]], dtype=np.float32)
+    won = np.full(3, 7, dtype=np.uint8)
+    forest.winners(rows, won)
+    assert won.tolist() == [0, 1, 1]
+    with pytest.raises(ValueError, match="2-d float32 array of 2 columns"):
+        forest.winners(rows.astype(np.float64), won)
+    with pytest.raises(ValueError, match="one item a row"):
+        forest.winners(rows, np.zeros(2, dtype=np.uint8))
+    with pytest.raises(RuntimeError, match="without its classes"):
+        _cforest().Forest(**_arrays(), n_features=2).predict_one([9.0, 0.5])
+    with pytest.raises(ValueError, match="tuple of two labels"):
+        _cforest().Forest(**_arrays(), n_features=2, classes=[False, True])
 
 
 @pytest.mark.parametrize(

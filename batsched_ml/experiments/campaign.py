@@ -85,7 +85,7 @@ from batsched_ml.results.runfolder import (
     same_run,
 )
 from batsched_ml.results.table import RESULT_COLUMNS, SUMMARY_COLUMNS, read_results
-from batsched_ml.runs.pipeline import identity_of, replay_into
+from batsched_ml.runs.pipeline import WorkloadCache, identity_of, replay_into
 from batsched_ml.runs.replaying import ReplayConfig, planner_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
@@ -715,11 +715,16 @@ def run_one(
             force=True,
             identity=identity,
             say_dropped=False,
+            workloads=WORKLOADS,
         )
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return result_row(spec, folder, "failed", time.perf_counter() - started, last, reason)
     return result_row(spec, folder, "done", time.perf_counter() - started, rerun_reason=reason)
+
+
+#: The workloads this process loaded for its last runs (a worker replays each trace many times)
+WORKLOADS = WorkloadCache()
 
 
 def link_run(source: Path, folder: Path) -> None:

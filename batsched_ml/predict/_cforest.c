@@ -35,6 +35,7 @@ typedef struct {
     double *p0;
     double *p1;
     double *row;      /* scratch: the row rounded to float32, as doubles */
+    PyObject *classes; /* the two class labels predict_one answers with, or NULL */
 } ForestObject;
 
 static void
@@ -56,6 +57,7 @@ static void
 forest_dealloc(ForestObject *self)
 {
     forest_free_arrays(self);
+    Py_CLEAR(self->classes);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -94,13 +96,23 @@ static int
 forest_init(ForestObject *self, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"offsets", "left", "right", "feature", "threshold", "p0", "p1",
-                            "n_features", NULL};
+                            "n_features", "classes", NULL};
     PyObject *objs[7];
+    PyObject *classes = Py_None;
     Py_ssize_t n_features;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOn", names, &objs[0], &objs[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOn|O", names, &objs[0], &objs[1],
                                      &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
-                                     &n_features))
+                                     &n_features, &classes))
         return -1;
+    if (classes != Py_None && !(PyTuple_CheckExact(classes) && PyTuple_GET_SIZE(classes) == 2)) {
+        PyErr_SetString(PyExc_ValueError, "classes must be a tuple of two labels");
+        return -1;
+    }
+    Py_CLEAR(self->classes);
+    if (classes != Py_None) {
+        Py_INCREF(classes);
+        self->classes = classes;
+    }
     forest_free_arrays(self);
     Py_ssize_t n_offsets, n, lengths[6];
     int64_t *offsets = copy_buffer(objs[0], "offsets", 'q', &n_offsets);
@@ -176,36 +188,12 @@ fail:
     return -1;
 }
 
-static PyObject *
-forest_proba(ForestObject *self, PyObject *row)
+/* The two class sums of the row in self->row (already rounded to float32), in tree order. */
+static void
+forest_walk(const ForestObject *self, double *first_sum, double *second_sum)
 {
-    if (self->roots == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the forest is not initialised");
-        return NULL;
-    }
-    PyObject *seq = PySequence_Fast(row, "a row must be a sequence of numbers");
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
-    if (m != self->n_features) {
-        Py_DECREF(seq);
-        return PyErr_Format(PyExc_ValueError, "a row of %zd features, not %zd", m,
-                            self->n_features);
-    }
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    double *x = self->row;
-    for (Py_ssize_t j = 0; j < m; j++) {
-        double value = PyFloat_CheckExact(items[j]) ? PyFloat_AS_DOUBLE(items[j])
-                                                    : PyFloat_AsDouble(items[j]);
-        if (value == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return NULL;
-        }
-        x[j] = (double)(float)value; /* numpy's float32 cast: round to nearest even */
-    }
-    Py_DECREF(seq);
     const int64_t *left = self->left, *right = self->right, *feature = self->feature;
-    const double *threshold = self->threshold;
+    const double *threshold = self->threshold, *x = self->row;
     double first = 0.0, second = 0.0;
     for (Py_ssize_t t = 0; t < self->n_trees; t++) {
         int64_t node = self->roots[t];
@@ -214,8 +202,129 @@ forest_proba(ForestObject *self, PyObject *row)
         first += self->p0[node];
         second += self->p1[node];
     }
+    *first_sum = first;
+    *second_sum = second;
+}
+
+/* self->row from a sequence of numbers (each rounded to float32); -1 and an exception if it
+ * is not one of n_features numbers. */
+static int
+forest_read_row(ForestObject *self, PyObject *row)
+{
+    if (self->roots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the forest is not initialised");
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(row, "a row must be a sequence of numbers");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    if (m != self->n_features) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "a row of %zd features, not %zd", m, self->n_features);
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    double *x = self->row;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        double value = PyFloat_CheckExact(items[j]) ? PyFloat_AS_DOUBLE(items[j])
+                                                    : PyFloat_AsDouble(items[j]);
+        if (value == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        x[j] = (double)(float)value; /* numpy's float32 cast: round to nearest even */
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *
+forest_proba(ForestObject *self, PyObject *row)
+{
+    double first, second;
+    if (forest_read_row(self, row) < 0)
+        return NULL;
+    forest_walk(self, &first, &second);
     double count = (double)self->n_trees;
     return Py_BuildValue("(dd)", first / count, second / count);
+}
+
+/* FastForest.predict_one: the second class label if its probability is larger, else the first
+ * (ties to the first), the probabilities being proba's quotients, compared as Python compares
+ * them. */
+static PyObject *
+forest_predict_one(ForestObject *self, PyObject *row)
+{
+    if (self->classes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the forest was built without its classes");
+        return NULL;
+    }
+    double first, second;
+    if (forest_read_row(self, row) < 0)
+        return NULL;
+    forest_walk(self, &first, &second);
+    double count = (double)self->n_trees;
+    PyObject *label = PyTuple_GET_ITEM(self->classes, second / count > first / count ? 1 : 0);
+    Py_INCREF(label);
+    return label;
+}
+
+/* winners(rows, out): for each row of `rows` (a C-contiguous 2-d float32 array of n_features
+ * columns), out[i] = 1 if the second class wins (FastForest.predict_one), else 0 (`out`: a
+ * writable 1-d uint8 array, one item a row). The rows are float32 already: the same values as
+ * forest_read_row's rounding of them. */
+static PyObject *
+forest_winners(ForestObject *self, PyObject *args)
+{
+    PyObject *rows_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OO", &rows_obj, &out_obj))
+        return NULL;
+    if (self->roots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the forest is not initialised");
+        return NULL;
+    }
+    Py_buffer rows, out;
+    if (PyObject_GetBuffer(rows_obj, &rows, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) <
+        0) {
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    const char *rf = rows.format ? rows.format : "B", *of = out.format ? out.format : "B";
+    if (*rf == '<' || *rf == '=' || *rf == '@')
+        rf++;
+    if (*of == '<' || *of == '=' || *of == '@')
+        of++;
+    if (rows.ndim != 2 || rows.itemsize != 4 || strcmp(rf, "f") != 0 ||
+        rows.shape[1] != self->n_features) {
+        PyErr_Format(PyExc_ValueError, "rows must be a 2-d float32 array of %zd columns",
+                     self->n_features);
+        goto fail;
+    }
+    if (out.ndim != 1 || out.itemsize != 1 || strcmp(of, "B") != 0 ||
+        out.shape[0] != rows.shape[0]) {
+        PyErr_SetString(PyExc_ValueError, "out must be a 1-d uint8 array, one item a row");
+        goto fail;
+    }
+    const float *x = (const float *)rows.buf;
+    unsigned char *won = (unsigned char *)out.buf;
+    double count = (double)self->n_trees;
+    for (Py_ssize_t i = 0; i < rows.shape[0]; i++) {
+        for (Py_ssize_t j = 0; j < self->n_features; j++)
+            self->row[j] = (double)x[i * self->n_features + j];
+        double first, second;
+        forest_walk(self, &first, &second);
+        won[i] = second / count > first / count;
+    }
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&out);
+    return NULL;
 }
 
 static PyObject *
@@ -227,6 +336,10 @@ forest_get_n_trees(ForestObject *self, void *closure)
 static PyMethodDef forest_methods[] = {
     {"proba", (PyCFunction)forest_proba, METH_O,
      "proba(row) -> (p_first, p_second): one row's class probabilities, as FastForest.proba."},
+    {"predict_one", (PyCFunction)forest_predict_one, METH_O,
+     "predict_one(row) -> label: the class FastForest.predict_one gives (needs classes=)."},
+    {"winners", (PyCFunction)forest_winners, METH_VARARGS,
+     "winners(rows, out): out[i] = 1 where the second class wins row i (FastForest.predict)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -241,8 +354,9 @@ static PyTypeObject ForestType = {
     .tp_basicsize = sizeof(ForestObject),
     .tp_dealloc = (destructor)forest_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Forest(offsets, left, right, feature, threshold, p0, p1, n_features): "
-              "compile_forest's arrays (int64 and float64), copied and checked.",
+    .tp_doc = "Forest(offsets, left, right, feature, threshold, p0, p1, n_features, "
+              "classes=None): compile_forest's arrays (int64 and float64), copied and "
+              "checked, and the two class labels predict_one answers with.",
     .tp_methods = forest_methods,
     .tp_getset = forest_getset,
     .tp_init = (initproc)forest_init,

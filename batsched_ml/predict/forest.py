@@ -151,9 +151,10 @@ class FastForest:
         self._trees: list[list[tuple[Any, Any, Any, Any]]] | None = None
         #: the compiled walk (``_cforest.c``, the same arithmetic) when it is built and not
         #: turned off (:mod:`batsched_ml.compiled`); ``compiled=False``: this module's walk
-        self.compiled = compiled_walk(arrays) if compiled else None
-        if self.compiled is not None:
+        self.compiled = compiled_walk(arrays, tuple(self.classes)) if compiled else None
+        if self.compiled is not None:  # the compiled walk in the methods' place: no frame
             self.proba = self.compiled.proba  # type: ignore[method-assign]
+            self.predict_one = self.compiled.predict_one  # type: ignore[method-assign]
 
     @classmethod
     def from_forest(cls, forest: RandomForestClassifier) -> FastForest:
@@ -191,24 +192,34 @@ class FastForest:
         return first / count, second / count
 
     def predict_one(self, row: list[float] | np.ndarray) -> Any:
-        """The predicted class (ties go to the first class, as ``predict`` does)."""
+        """The predicted class (ties go to the first class, as ``predict`` does). (The
+        reference: an instance with the compiled walk has its ``predict_one`` here.)"""
         first, second = self.proba(row)
         return self.classes[1] if second > first else self.classes[0]
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
-        """:meth:`predict_one` of each row: ``RandomForestClassifier.predict``."""
-        return np.array([self.predict_one(row) for row in rows], dtype=bool)
+        """:meth:`predict_one` of each row: ``RandomForestClassifier.predict``. The compiled
+        walk takes the rows at once, rounded to float32 first (as :meth:`proba` rounds each)."""
+        if self.compiled is None:
+            return np.array([self.predict_one(row) for row in rows], dtype=bool)
+        x = np.ascontiguousarray(rows, dtype=np.float32).reshape(len(rows), self.n_features)
+        won = np.empty(len(x), dtype=np.uint8)
+        self.compiled.winners(x, won)
+        return np.asarray(self.classes, dtype=bool)[won]
 
 
-def compiled_walk(arrays: dict[str, np.ndarray]) -> Any:
+def compiled_walk(arrays: dict[str, np.ndarray], classes: tuple[Any, Any] | None = None) -> Any:
     """``_cforest.Forest`` over ``arrays`` (copied, as int64 and float64, and checked again in
-    C), or None when the compiled part is not there or turned off."""
+    C), answering ``predict_one`` with ``classes``, or None when the compiled part is not there
+    or turned off."""
     module = compiled_module(_CFOREST, Path(__file__).with_name("_cforest.c"))
     if module is None:
         return None
     as_int = {k: np.ascontiguousarray(arrays[k], dtype=np.int64) for k in _INT_ARRAYS}
     as_float = {k: np.ascontiguousarray(arrays[k], dtype=np.float64) for k in _FLOAT_ARRAYS}
-    return module.Forest(**as_int, **as_float, n_features=int(arrays["n_features"]))
+    return module.Forest(
+        **as_int, **as_float, n_features=int(arrays["n_features"]), classes=classes
+    )
 
 
 _CFOREST = "batsched_ml.predict._cforest"

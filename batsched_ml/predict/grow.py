@@ -250,8 +250,27 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
     workers = max(1, min(params.n_jobs if params.n_jobs > 0 else os.cpu_count() or 1, len(seeds)))
     if workers == 1:
         return _grown(module, x, encoded, classes, params, seeds, None, 1)
-    with ThreadPoolExecutor(workers) as pool:  # the grower lets go of the GIL
-        return _grown(module, x, encoded, classes, params, seeds, pool, workers)
+    return _grown(module, x, encoded, classes, params, seeds, thread_pool(workers), workers)
+
+
+def thread_pool(workers: int) -> ThreadPoolExecutor:
+    """This process's pool of ``workers`` threads (the grower lets go of the GIL), kept from one
+    fit to the next: a new pool a week started its threads again, 180 times a replay (about
+    5 ms a week, on the replay's critical path). A child forked after the pool was made gets
+    its own (a pool's threads do not survive a fork)."""
+    pid = os.getpid()
+    if _POOLS.get("pid") != pid:
+        _POOLS.clear()
+        _POOLS["pid"] = pid
+    pool = _POOLS.get(workers)
+    if pool is None:
+        pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="forest-grower")
+    assert isinstance(pool, ThreadPoolExecutor)
+    return pool
+
+
+#: :func:`thread_pool`'s pools by number of threads, and the process they belong to ("pid")
+_POOLS: dict[Any, Any] = {}
 
 
 def _grown(

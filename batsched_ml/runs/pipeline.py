@@ -12,11 +12,16 @@ a classified run's forests, so those are the arguments.
 from __future__ import annotations
 
 import contextlib
+import json
+import pickle
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.gc_control import collector_paused
 from batsched_ml.results.outputs import write_replay
 from batsched_ml.results.runfolder import RunFolder, RunIdentity, claim, workload_record
 from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, run_replay
@@ -56,6 +61,50 @@ def load(
     return workload
 
 
+class WorkloadCache:
+    """Loaded workloads kept for the next replays of the same process: a campaign's worker
+    replays each trace about twenty times (4 queue orders x 5 variants), and reading and
+    converting full HPC2N took 0.7 s of each.
+
+    Each workload is kept as its pickle, and every replay gets a copy of its own
+    (:func:`pickle.loads`: about a third of that time): nothing one replay (or a plug-in) does
+    to its workload can reach another. Keyed by the file's resolved path and its identity
+    record (:func:`batsched_ml.results.runfolder.workload_record`: the file's sha256, ``lenient``,
+    ``shaking``), so a file changed between two runs is read again. At most ``size``
+    workloads, the least recently used dropped (full HPC2N's pickle: 16 MB)."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._lock = threading.Lock()  # a Dask worker may run tasks in threads
+
+    def load(
+        self,
+        path: str | Path,
+        record: Mapping[str, Any],
+        *,
+        lenient: bool = False,
+        shaking: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """:func:`load`'s workload of ``path``, whose identity record is ``record``."""
+        key = (str(Path(path).resolve()), json.dumps(record, sort_keys=True))
+        with self._lock:
+            data = self._kept.get(key)
+            if data is not None:
+                self._kept.move_to_end(key)
+        if data is not None:
+            with collector_paused():  # (many containers, all kept: see gc_control)
+                workload: dict[str, Any] = pickle.loads(data)
+            return workload
+        workload = load(path, lenient=lenient, shaking=shaking)
+        data = pickle.dumps(workload, protocol=pickle.HIGHEST_PROTOCOL)  # before any replay
+        with self._lock:
+            self._kept[key] = data
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return workload
+
+
 def replay_into(
     output: str | Path,
     path: str | Path,
@@ -70,6 +119,7 @@ def replay_into(
     trainer: Callable[[RunFolder], AbstractContextManager[Any]] | None = None,
     zmq_endpoint: str | None = None,
     batsim: int = 4,
+    workloads: WorkloadCache | None = None,
 ) -> tuple[ReplayResult, dict[str, Any]]:
     """Replay ``path`` under ``config`` into the run folder ``output``; return the result and
     its summary (``summary.json``).
@@ -79,10 +129,15 @@ def replay_into(
     ``run.json`` and ``summary.json`` (a campaign says them once per trace). ``progress``
     makes, from the number of jobs, the context of a progress callback; ``trainer`` makes,
     from the claimed folder, the context of a classified run's trainer (``None``: trained in
-    process). ``batsim``: the Batsim played, 4 (4.2.1) or 5 (5.0.0-rc2)."""
+    process). ``batsim``: the Batsim played, 4 (4.2.1) or 5 (5.0.0-rc2). ``workloads``: where
+    the workload is loaded from and kept for the next runs (a campaign's worker)."""
     if identity is None:
         identity = identity_of(path, config, lenient=lenient, shaking=shaking, batsim=batsim)
-    workload = load(path, lenient=lenient, shaking=shaking)  # bad input: nothing written
+    # bad input: nothing written
+    if workloads is None:
+        workload = load(path, lenient=lenient, shaking=shaking)
+    else:
+        workload = workloads.load(path, identity.workload, lenient=lenient, shaking=shaking)
     folder = claim(output, identity, force=force)
     # said once the run goes ahead (a mistake is one line), recorded in run.json
     dropped = report_dropped(workload, path) if say_dropped else dropped_jobs(workload)
