@@ -149,25 +149,46 @@ consider(Split *best, int64_t f, int64_t start, int64_t n, uint64_t left, double
 }
 
 /* Sorts n keys by their high 32 bits, of which the low `bits` may be nonzero (LSD radix, 8 bits
- * a pass, stable); the sorted keys are in `keys` or `spare`: the one returned. */
+ * a pass, stable); the sorted keys are in `keys` or `spare`: the one returned. Every pass's
+ * digit counts are taken in one sweep first (a digit's count does not depend on the order);
+ * a pass whose digit is the same in every key is skipped. */
 static uint64_t *
 radix_sort(uint64_t *keys, uint64_t *spare, int64_t n, int bits)
 {
-    int64_t count[256];
-    for (int shift = 32; shift < 32 + bits; shift += 8) {
-        memset(count, 0, sizeof(count));
+    int64_t count[4][256];
+    int passes = (bits + 7) / 8;
+    if (passes == 0)
+        return keys;
+    memset(count, 0, sizeof(count[0]) * (size_t)passes);
+    if (passes == 1) {
         for (int64_t i = 0; i < n; i++)
-            count[(keys[i] >> shift) & 0xff]++;
-        if (count[(keys[0] >> shift) & 0xff] == n)
+            count[0][(keys[i] >> 32) & 0xff]++;
+    } else if (passes == 2) {
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t k = keys[i] >> 32;
+            count[0][k & 0xff]++;
+            count[1][(k >> 8) & 0xff]++;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t k = keys[i] >> 32;
+            for (int p = 0; p < passes; p++)
+                count[p][(k >> (8 * p)) & 0xff]++;
+        }
+    }
+    for (int p = 0; p < passes; p++) {
+        int shift = 32 + 8 * p;
+        int64_t *c = count[p];
+        if (c[(keys[0] >> shift) & 0xff] == n)
             continue; /* one digit: already in order */
         int64_t sum = 0;
         for (int d = 0; d < 256; d++) {
-            int64_t c = count[d];
-            count[d] = sum;
-            sum += c;
+            int64_t here = c[d];
+            c[d] = sum;
+            sum += here;
         }
         for (int64_t i = 0; i < n; i++)
-            spare[count[(keys[i] >> shift) & 0xff]++] = keys[i];
+            spare[c[(keys[i] >> shift) & 0xff]++] = keys[i];
         uint64_t *t = keys;
         keys = spare;
         spare = t;

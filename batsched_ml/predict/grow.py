@@ -256,8 +256,8 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
 def thread_pool(workers: int) -> ThreadPoolExecutor:
     """This process's pool of ``workers`` threads (the grower lets go of the GIL), kept from one
     fit to the next: a new pool a week started its threads again, 180 times a replay (about
-    5 ms a week, on the replay's critical path). A child forked after the pool was made gets
-    its own (a pool's threads do not survive a fork)."""
+    3 ms a week on full HPC2N, which the replay waits for). A child forked after the pool was
+    made gets its own (a pool's threads do not survive a fork)."""
     pid = os.getpid()
     if _POOLS.get("pid") != pid:
         _POOLS.clear()
