@@ -69,9 +69,9 @@ class WorkloadCache:
     Each workload is kept as its pickle, and every replay gets a copy of its own
     (:func:`pickle.loads`: about a third of that time): nothing one replay (or a plug-in) does
     to its workload can reach another. Keyed by the file's resolved path and its identity
-    record (:func:`batsched_ml.results.runfolder.workload_record`: the file's sha256, ``lenient``,
-    ``shaking``), so a file changed between two runs is read again. At most ``size``
-    workloads, the least recently used dropped (full HPC2N's pickle: 16 MB)."""
+    record (:func:`batsched_ml.results.runfolder.workload_record`: the file's sha256) and how it
+    is read (``lenient``, ``shaking``), so a file changed between two runs is read again. At
+    most ``size`` workloads, the least recently used dropped (full HPC2N's pickle: 16 MB)."""
 
     def __init__(self, size: int = 2) -> None:
         self.size = size
@@ -87,7 +87,8 @@ class WorkloadCache:
         shaking: Mapping[str, int] | None = None,
     ) -> dict[str, Any]:
         """:func:`load`'s workload of ``path``, whose identity record is ``record``."""
-        key = (str(Path(path).resolve()), json.dumps(record, sort_keys=True))
+        settings = {"record": record, "lenient": lenient, "shaking": shaking}
+        key = (str(Path(path).resolve()), json.dumps(settings, sort_keys=True))
         with self._lock:
             data = self._kept.get(key)
             if data is not None:
