@@ -133,22 +133,19 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   (`benchmarks/trainer_wait.py` measures the wait). The training set-up (`--max-samples`, a
   quarter of the training set per tree by default) is the
   [classification page](classification.md)'s. Around the forests' growth, little is left:
-  the forest's vote on a job is one call into the compiled walk (`_cforest.c`, whose reference
-  is `FastForest` in `predict/forest.py`), the trainer rates the last week's model on all its
-  jobs in one such call, it keeps the grower's threads from one week to the next, and the
-  grower's radix sorts count every digit in one sweep (the same trees). Against the code without these (`speed_table.py --compare`, median of 3, one
-  run, the same result files): 0.97 times the time on KTH-SP2, 0.95 on SDSC-SP2 and on full
-  HPC2N under classification-idempotent.
-- **A campaign's worker reads each trace once.** The paper campaign replays each of its five
-  traces twenty times (4 queue orders x 5 variants); reading and converting full HPC2N took
-  0.7 s of each run. A worker keeps the workloads of its last two traces as their pickles
-  (16 MB for full HPC2N) and gives each run a copy of its own (0.25 s), so that nothing one
-  run does to its workload reaches another; a run's files are those of `batsched-ml replay`
-  (`tests/test_campaign.py`; the 40 runs of KTH-SP2 and SDSC-SP2 under every queue order and
-  variant give the same files with and without it). With it, the compiled vote and the kept
-  threads, the paper campaign took 0.95 times the time of the code without them (558.8 against
-  590.8 s, one run each, interleaved); the table's figure is a later run of the code as it is,
-  alone: a 10-minute figure moves by several per cent with the machine's load.
+  the forest's vote on a job, and the trainer's rating of the last week's model on its jobs,
+  are one call each into the compiled walk (`_cforest.c`; its reference: `FastForest` in
+  `predict/forest.py`), the grower's threads are kept from one week to the next, and its
+  radix sorts count every digit in one sweep (the same trees). Against the code without these
+  (`speed_table.py --compare`, median of 3, the same result files): 0.97 times the time on
+  KTH-SP2, 0.95 on SDSC-SP2 and full HPC2N under classification-idempotent.
+- **A campaign's worker reads each trace once.** The paper campaign replays each trace twenty
+  times, and reading and converting full HPC2N took 0.7 s of each run. A worker keeps its last
+  two traces' workloads as their pickles (16 MB for full HPC2N) and gives each run a copy of
+  its own (0.25 s): nothing one run does to its workload reaches another, and a run's files
+  are those of `batsched-ml replay` (`tests/test_campaign.py`). With the points above, the
+  paper campaign took 0.95 times the time of the code without them (558.8 against 590.8 s,
+  one run each, interleaved); a 10-minute figure moves by several per cent with the load.
 
 ## The other benchmarks
 
