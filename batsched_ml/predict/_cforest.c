@@ -1,8 +1,10 @@
 /* The walk of batsched_ml.predict.forest.FastForest, compiled: one job's class probabilities
  * from the weekly forest in about a microsecond instead of tens.
  *
- * FastForest.proba (Python) is the reference and this file does exactly what it does: the row
- * is rounded to float32 (as scikit-learn's predict does) and compared, as a double, with each
+ * FastForest.proba (Python) is the reference and this file does exactly what it does (and
+ * FastForest.predict_one and predict: the class whose probability is larger, ties to the
+ * first, one row or many rows at a time): the row is rounded to float32 (as scikit-learn's
+ * predict does) and compared, as a double, with each
  * split's double threshold (`x <= threshold` goes left); each tree's leaf adds its two class
  * probabilities to two double sums, in tree order; both sums are divided by the number of
  * trees. No multiplication, so no fused multiply-add could change a rounding (setup.py builds
