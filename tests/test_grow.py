@@ -264,3 +264,25 @@ def test_an_install_of_this_checkout_builds_the_compiled_grower() -> None:
         pytest.skip("no C compiler")
     assert importlib.util.find_spec(grow.NAME) is not None, "pip install -e . did not build it"
     assert grow.grower() is not None
+
+
+def test_the_grower_s_threads_are_kept_and_a_forked_child_gets_its_own() -> None:
+    import os
+
+    pool = grow.thread_pool(2)
+    assert grow.thread_pool(2) is pool and pool.submit(sum, [1, 2]).result() == 3
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: the parent's pool (whose threads it has not) is forgotten
+        try:
+            fresh = grow.thread_pool(2)
+            ok = fresh is not pool and fresh.submit(sum, [3, 4]).result(timeout=10) == 7
+            os.write(writer, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(writer)
+    answer = os.read(reader, 1)
+    os.waitpid(child, 0)
+    os.close(reader)
+    assert answer == b"1"
+    assert grow.thread_pool(2) is pool  # the parent's own is kept

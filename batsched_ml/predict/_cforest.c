@@ -63,6 +63,14 @@ forest_dealloc(ForestObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A buffer's struct format without its native byte-order prefix ("B" when it gives none). */
+static const char *
+item_format(const Py_buffer *view)
+{
+    const char *format = view->format ? view->format : "B";
+    return (*format == '<' || *format == '=' || *format == '@') ? format + 1 : format;
+}
+
 /* A copy of a 1-d C-contiguous buffer of `itemsize`-byte items with struct format `kind`
  * (the caller passes numpy int64 or float64 arrays); NULL and an exception otherwise. */
 static void *
@@ -71,9 +79,7 @@ copy_buffer(PyObject *obj, const char *name, char kind, Py_ssize_t *length)
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return NULL;
-    const char *format = view.format ? view.format : "B";
-    if (*format == '<' || *format == '=' || *format == '@')
-        format++;
+    const char *format = item_format(&view);
     int ok = view.ndim == 1 && view.itemsize == 8 && format[1] == '\0' &&
              (kind == 'd' ? format[0] == 'd' : (format[0] == 'q' || format[0] == 'l'));
     if (!ok) {
@@ -294,11 +300,7 @@ forest_winners(ForestObject *self, PyObject *args)
         PyBuffer_Release(&rows);
         return NULL;
     }
-    const char *rf = rows.format ? rows.format : "B", *of = out.format ? out.format : "B";
-    if (*rf == '<' || *rf == '=' || *rf == '@')
-        rf++;
-    if (*of == '<' || *of == '=' || *of == '@')
-        of++;
+    const char *rf = item_format(&rows), *of = item_format(&out);
     if (rows.ndim != 2 || rows.itemsize != 4 || strcmp(rf, "f") != 0 ||
         rows.shape[1] != self->n_features) {
         PyErr_Format(PyExc_ValueError, "rows must be a 2-d float32 array of %zd columns",

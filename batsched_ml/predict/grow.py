@@ -258,19 +258,15 @@ def thread_pool(workers: int) -> ThreadPoolExecutor:
     fit to the next: a new pool a week started its threads again, 180 times a replay (about
     3 ms a week on full HPC2N, which the replay waits for). A child forked after the pool was
     made gets its own (a pool's threads do not survive a fork)."""
-    pid = os.getpid()
-    if _POOLS.get("pid") != pid:
-        _POOLS.clear()
-        _POOLS["pid"] = pid
     pool = _POOLS.get(workers)
     if pool is None:
         pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="forest-grower")
-    assert isinstance(pool, ThreadPoolExecutor)
     return pool
 
 
-#: :func:`thread_pool`'s pools by number of threads, and the process they belong to ("pid")
-_POOLS: dict[Any, Any] = {}
+#: :func:`thread_pool`'s pools by number of threads (forgotten in a forked child)
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+os.register_at_fork(after_in_child=_POOLS.clear)
 
 
 def _grown(
