@@ -162,6 +162,18 @@ def test_tables_are_written_as_pandas_writes_them(tmp_path: Path) -> None:
         assert _table_csv(floated) == floated.to_csv(index=False)
         for rows_per_part in (1, 3, 100, 10_000):
             assert written(floated, rows_per_part) == floated.to_csv(index=False)
+        # classification.csv's: a boolean column, and missing floats (a week with no divider)
+        flagged = floated.assign(
+            small=np.array([rng.random() < 0.5 for _ in range(size)], dtype=bool),
+            divider=[rng.choice((float("nan"), 3600.0, 1e-05)) for _ in range(size)],
+        )
+        assert _table_csv(flagged) == flagged.to_csv(index=False)
+        holed = floated.assign(divider=flagged["divider"])  # missing floats alone
+        assert _table_csv(holed) == holed.to_csv(index=False)
+        text = _table_csv(flagged)
+        assert (",True," in text) == bool(flagged["small"].any())
+        assert (",\n" in text) == bool(flagged["divider"].isna().any())  # nothing, not "nan"
+        assert "nan" not in text
     quoted = pd.DataFrame({"job_id": ["a,b", 'c"d', "e"], "actual": [1.0, 2.0, 3.0]})
     assert _table_csv(quoted) == quoted.to_csv(index=False)
     assert '"a,b"' in _table_csv(quoted)

@@ -294,14 +294,22 @@ def progress_bar(quiet: bool, total: int, label: str) -> Iterator[Callable[[int]
 
 @contextlib.contextmanager
 def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | None = None):
-    """The trainer a classified run uses, from its options (:func:`.trainer.lifecycle.trainer`)."""
+    """The trainer a classified run uses, from its options (:func:`.trainer.lifecycle.trainer`).
+
+    A run trained in process, or one that classifies nothing with no trainer of its own to
+    stop, gets ``None`` here as there, without the trainer's modules (ZeroMQ's among them:
+    0.03 s of a short replay's start) being imported."""
+    choice = getattr(args, "trainer", "inprocess")
+    if choice == "inprocess" or (choice == "process" and not config.classified):
+        yield None
+        return
     from batsched_ml.trainer.lifecycle import trainer
 
     with trainer(
         config,
         out_dir,
         run,
-        choice=getattr(args, "trainer", "inprocess"),
+        choice=choice,
         store=getattr(args, "trainer_store", None),
         deadline=getattr(args, "trainer_deadline", 300.0),
         stop=getattr(args, "stop_trainer", False),

@@ -532,7 +532,13 @@ class BatchScheduler:
             entry.key = (entry.rank, *self.policy.key(entry, 0.0))
             if self._kept:
                 self._last_arrival = entry.job.subtime
-                insort(self._sorted, entry, self._starving_count, key=_key)
+                queue = self._sorted
+                if len(queue) == self._starving_count or not entry.key < queue[-1].key:
+                    # after every key (unique keys; FCFS's every arrival): insort's own place,
+                    # without its bisection (a key read and compared per step)
+                    queue.append(entry)
+                else:
+                    insort(queue, entry, self._starving_count, key=_key)
                 self._add_young(entry)
             else:
                 insort(self._sorted, entry, key=_key)
@@ -895,11 +901,19 @@ class BatchScheduler:
         queue = self._sorted
         count = self._starving_count
         if count and self._kept_now - entry.subtime > self._kept_threshold:
-            at = bisect_left(queue, _starving_key(entry), 0, count, key=_starving_key)
+            # the first starving job (the usual start) is where the bisection would find it
+            at = (
+                0
+                if queue[0] is entry
+                else bisect_left(queue, _starving_key(entry), 0, count, key=_starving_key)
+            )
             if at < count and queue[at] is entry:
                 del queue[at]
                 self._starving_count = count - 1
                 return
+        if count < len(queue) and queue[count] is entry:  # the first by key (FCFS's head)
+            del queue[count]
+            return
         del queue[bisect_left(queue, entry.key, count, key=_key)]
 
     # --- introspection --------------------------------------------------------------------
