@@ -80,10 +80,11 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   time (FCFS, SPF, SAF, and the LJF dispatcher's) and a starvation threshold, the queue a pass walks is kept sorted
   between passes, and a job moves to the starving head once, when it starts starving, instead
   of every waiting job being tested, the starving ones sorted and the rest filtered at every
-  pass (`batsched_ml/scheduler/core.py`): that was two thirds of the scheduler's time on RICC
-  under SPF, with about 1,700 jobs waiting. Plug-in orders re-order the queue at each pass as
-  before. `tests/test_policies.py` compares the kept queue with the whole walk at every
-  message on random workloads.
+  pass (`batsched_ml/scheduler/core.py`; an arrival that goes last, FCFS's every one, is
+  appended, and a head that starts is taken out, without a search): that was two thirds of
+  the scheduler's time on RICC under SPF, with about 1,700 jobs waiting. Plug-in orders
+  re-order the queue at each pass as before. `tests/test_policies.py` compares the kept
+  queue with the whole walk at every message on random workloads.
 - **Orders that change with time sort less.** WFP and PRB must order the queue again at each
   pass. Under EASY (and list scheduling) a WFP pass is given only what it can use: the jobs
   that start at the head, found one by one, the first that does not fit (the head, whose
