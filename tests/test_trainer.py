@@ -868,3 +868,46 @@ def test_a_replay_whose_trainer_never_answers_says_so_and_exits_75(tmp_path: Pat
     assert "every job large" in warning[0]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert len(summary["trainer_events"]) == int(warning[0].split("failed in ")[1].split()[0])
+
+
+def test_a_run_that_needs_no_trainer_starts_or_stops_none_and_imports_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The one rule (``trainer.needs_nothing``) of the runs that need no trainer: trained in
+    process, or a base run with the default trainer process. The command line asks it before
+    importing the trainer's modules (a base replay does not import ZeroMQ); a base run given
+    a trainer's endpoint with ``--stop-trainer`` still stops it at the end."""
+    from batsched_ml.runs.replaying import ReplayConfig
+    from batsched_ml.trainer import lifecycle, needs_nothing
+
+    assert needs_nothing(True, "inprocess") and needs_nothing(False, "inprocess")
+    assert needs_nothing(False, "process") and not needs_nothing(True, "process")
+    assert not needs_nothing(False, "tcp://127.0.0.1:1")
+    assert not needs_nothing(True, "tcp://127.0.0.1:1")
+
+    stopped: list[str] = []
+    monkeypatch.setattr(lifecycle, "stop_trainer", lambda endpoint, run: stopped.append(endpoint))
+    monkeypatch.setattr(lifecycle, "replaced", lambda: False)
+    base = ReplayConfig()
+    for choice, stop in (("process", True), ("inprocess", True), ("tcp://127.0.0.1:1", False)):
+        with lifecycle.trainer(base, tmp_path, choice=choice, stop=stop) as chosen:
+            assert chosen is None
+    assert stopped == []
+    with lifecycle.trainer(base, tmp_path, choice="tcp://127.0.0.1:1", stop=True) as chosen:
+        assert chosen is None
+    assert stopped == ["tcp://127.0.0.1:1"]
+
+    code = (
+        "import argparse, sys\n"
+        "from pathlib import Path\n"
+        "from batsched_ml.cli import options\n"
+        "from batsched_ml.runs.replaying import ReplayConfig\n"
+        "args = argparse.Namespace(trainer='process')\n"
+        "with options.trainer_for(args, ReplayConfig(), Path('.')) as chosen:\n"
+        "    assert chosen is None\n"
+        "print(sorted(m for m in ('zmq', 'batsched_ml.trainer.lifecycle') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.strip() == "[]"

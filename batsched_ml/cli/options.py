@@ -27,6 +27,7 @@ from batsched_ml.registry import (
     VARIANTS,
     described,
 )
+from batsched_ml.trainer import needs_nothing
 
 if TYPE_CHECKING:  # the command line imports the run's modules only when a command runs
     from batsched_ml.runs.replaying import ReplayConfig
@@ -300,7 +301,7 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
     stop, gets ``None`` here as there, without the trainer's modules (ZeroMQ's among them:
     0.03 s of a short replay's start) being imported."""
     choice = getattr(args, "trainer", "inprocess")
-    if choice == "inprocess" or (choice == "process" and not config.classified):
+    if needs_nothing(config.classified, choice):
         yield None
         return
     from batsched_ml.trainer.lifecycle import trainer

@@ -23,6 +23,7 @@ from typing import Any
 
 from batsched_ml.predict.training import Trainer
 from batsched_ml.serving.status import replaced
+from batsched_ml.trainer import needs_nothing
 from batsched_ml.trainer.client import RemoteTrainer, stop_trainer
 from batsched_ml.trainer.process import TrainerProcess
 
@@ -44,12 +45,14 @@ def trainer(
     ``store``, by default OUT/models, its history in OUT/trainer.sqlite) and stopped at the end;
     otherwise ``choice`` is the endpoint of a running trainer, stopped at the end if ``stop``.
     ``run`` is the run identity sent with ``hello``."""
-    if not config.classified or choice == "inprocess":
+    if needs_nothing(config.classified, choice):
+        yield None
+        return
+    if not config.classified:  # a trainer at an endpoint, which this run does not use
         try:
             yield None
         finally:
-            if choice not in ("inprocess", "process") and stop and not replaced():
-                # a dedicated trainer this run did not need ends with it
+            if stop and not replaced():  # a dedicated trainer this run did not need ends with it
                 stop_trainer(choice, run)
         return
 
