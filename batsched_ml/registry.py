@@ -104,6 +104,10 @@ DISPATCHER_ORDERS: dict[str, str] = {
 #: EASY's starvation threshold: a job waiting this long is served in submission order.
 STARVATION_THRESHOLD_HOURS = 72.0
 
+#: the classifier's features (``--feature-mode``): from every job finished before the
+#: submission, or from the jobs of previous weeks only (the paper's simplification)
+FEATURE_MODES: tuple[str, ...] = ("online", "weekly")
+
 
 def described(methods: Mapping[str, str]) -> str:
     """``name: what it does; ...``: a ``--help`` text made from a registry table, so the help

@@ -21,6 +21,7 @@ from batsched_ml.predict.params import ForestParams
 from batsched_ml.registry import (
     CORRECTIONS,
     DISPATCHERS,
+    FEATURE_MODES,
     POLICIES,
     PREDICTORS,
     STARVATION_THRESHOLD_HOURS,
@@ -169,7 +170,7 @@ def add_scheduler_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--feature-mode",
         default="online",
-        choices=["online", "weekly"],
+        choices=FEATURE_MODES,
         help="classifier features from every job finished before the submission (online), or "
         "from jobs of previous weeks only (the paper's simplification)",
     )

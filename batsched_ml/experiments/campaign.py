@@ -75,7 +75,14 @@ import pandas as pd
 
 from batsched_ml.errors import ConfigError, InputMissing, UserError
 from batsched_ml.plugins import Choices
-from batsched_ml.registry import CORRECTIONS, DISPATCHERS, STARVATION_THRESHOLD_HOURS, VARIANTS
+from batsched_ml.predict.params import ForestParams
+from batsched_ml.registry import (
+    CORRECTIONS,
+    DISPATCHERS,
+    FEATURE_MODES,
+    STARVATION_THRESHOLD_HOURS,
+    VARIANTS,
+)
 from batsched_ml.results.gap import write_gap
 from batsched_ml.results.runfolder import (
     RUN_FILE,
@@ -86,14 +93,15 @@ from batsched_ml.results.runfolder import (
 )
 from batsched_ml.results.table import RESULT_COLUMNS, SUMMARY_COLUMNS, read_results
 from batsched_ml.runs.pipeline import WorkloadCache, identity_of, replay_into
-from batsched_ml.runs.replaying import ReplayConfig, planner_kwargs
+from batsched_ml.runs.replaying import BATSIM_VERSIONS, ReplayConfig, not_applied, planner_kwargs
 from batsched_ml.scheduler.policies import POLICIES
 from batsched_ml.scheduler.predictors import PREDICTORS, predictor_kwargs
 from batsched_ml.workload import archive, shipped
 from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
-#: The figures of a run's ``summary.json`` that its row of the results table copies (the cost
-#: side, from :func:`batsched_ml.results.metrics.summarize`, is None for older runs).
+#: the forest's defaults (the command line's)
+FOREST_DEFAULTS = ForestParams()
+#: the variants that train a forest: the ones a campaign's seeds multiply
 SEEDED_VARIANTS = ("classification", "classification-idempotent", "classification-guarded")
 
 
@@ -121,6 +129,14 @@ class RunSpec:
     backfilling: bool = True  # False: list scheduling (``--no-backfilling``)
     #: hours a job waits before it goes to the head of the queue; None: never
     starvation_hours: float | None = STARVATION_THRESHOLD_HOURS
+    #: the classifier's features and the weekly forest (``--feature-mode``, ``--trees``,
+    #: ``--window``, ``--max-samples``), where a variant reads them (the defaults elsewhere)
+    feature_mode: str = "online"
+    trees: int = FOREST_DEFAULTS.n_estimators
+    window: int | None = FOREST_DEFAULTS.window  # None: every finished job
+    max_samples: float | None = FOREST_DEFAULTS.max_samples  # None: all (the paper's)
+    #: the Batsim the embedded simulator plays (``--batsim``): 4 (4.2.1) or 5 (5.0.0-rc2)
+    batsim: int = 4
 
     def folder(self, output: Path) -> Path:
         """``TRACE/POLICY-VARIANT``, then the predictor, correction and dispatcher when they
@@ -132,6 +148,9 @@ class RunSpec:
         parts = [self.policy, self.variant]
         if self.classifier_options:
             parts.extend(self.classifier_options.split(","))
+        for key, value, default in self._learning():
+            if value != default:
+                parts.append(f"{key}={'all' if value is None else value}")
         for value, default, options in (
             (self.predictor, "requested", self.predictor_options),
             (self.correction, "none", ""),
@@ -148,6 +167,8 @@ class RunSpec:
             parts.append("starve" + ("none" if hours is None else f"{hours:g}h"))
         if self.seed:
             parts.append(f"seed{self.seed}")
+        if self.batsim != 4:
+            parts.append(f"batsim{self.batsim}")
         if self.copy:
             seconds = self.shake_seconds
             parts.append(
@@ -159,6 +180,15 @@ class RunSpec:
     def shaking(self) -> dict[str, int] | None:
         """The seed and amount of the shaken copy (``None``: the trace itself)."""
         return {"seed": self.copy, "seconds": self.shake_seconds} if self.copy else None
+
+    def _learning(self) -> list[tuple[str, Any, Any]]:
+        """The feature mode and forest settings as folder parts: key, value, default."""
+        return [
+            ("features", self.feature_mode, "online"),
+            ("trees", self.trees, FOREST_DEFAULTS.n_estimators),
+            ("window", self.window, FOREST_DEFAULTS.window),
+            ("max_samples", self.max_samples, FOREST_DEFAULTS.max_samples),
+        ]
 
     def config(self) -> Any:
         import dataclasses
@@ -176,10 +206,16 @@ class RunSpec:
             starvation_threshold=(
                 None if self.starvation_hours is None else self.starvation_hours * 3600.0
             ),
+            feature_mode=self.feature_mode,
         )
-        return dataclasses.replace(
-            config, forest=dataclasses.replace(config.forest, random_state=self.seed)
+        forest = dataclasses.replace(
+            config.forest,
+            random_state=self.seed,
+            n_estimators=self.trees,
+            window=self.window,
+            max_samples=self.max_samples,
         )
+        return dataclasses.replace(config, forest=forest)
 
 
 #: The fields that name a run, columns of the results table: all but the trace's file (a
@@ -250,6 +286,15 @@ CAMPAIGN_KEYS: dict[str, str] = {
     "backfilling": "true (backfilling, the default), false (list scheduling), or a list of both",
     "starvation_threshold": "hours before a waiting job goes first (default 72), 'none' to "
     "disable, or a list of them",
+    "feature_modes": "the classifier's features (default [online]): online, weekly, as "
+    "--feature-mode",
+    "trees": f"the weekly forest's trees (default {FOREST_DEFAULTS.n_estimators}), or a list",
+    "window": "the most recent finished jobs the forest trains on (default "
+    f"{FOREST_DEFAULTS.window}), 'all', or a list",
+    "max_samples": "each tree's share of the training set, in (0, 1] (default "
+    f"{FOREST_DEFAULTS.max_samples}), 'all', or a list",
+    "batsim": "the Batsim the embedded simulator plays: 4 (4.2.1, the default), 5 "
+    "(5.0.0-rc2), or a list",
     "grid": "[[campaign.grid]] tables: the campaign is the union of their products",
 }
 DASK_KEYS: dict[str, str] = {
@@ -293,6 +338,33 @@ def _starvation(path: Path) -> Any:
                 f"{path}: [campaign] starvation_threshold must be hours > 0 or 'none'"
             )
         return float(value)
+
+    return check
+
+
+def _learning_value(path: Path, key: str) -> Any:
+    """The check of a forest setting of a campaign file: the value the command line's option
+    takes ('all' for None), checked by the forest's own rules (:class:`ForestParams`)."""
+    field_name = {"trees": "n_estimators"}.get(key, key)
+
+    def check(value: Any) -> Any:
+        value = None if value == "all" and key != "trees" else value
+        if isinstance(value, int) and not isinstance(value, bool) and key == "max_samples":
+            value = float(value)
+        try:
+            ForestParams(**{field_name: value})
+        except (ConfigError, ValueError, TypeError) as exc:
+            raise CampaignError(f"{path}: [campaign] {key} {value!r}: {exc}") from None
+        return value
+
+    return check
+
+
+def _batsim(path: Path) -> Any:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or value not in BATSIM_VERSIONS:
+            raise CampaignError(f"{path}: [campaign] batsim must be 4 or 5, not {value!r}")
+        return int(value)
 
     return check
 
@@ -411,6 +483,16 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
         for backfilling in backfillings
         for hours in starvations
     ]
+    learning = {
+        "feature_mode": _list(table, "feature_modes", path, list(FEATURE_MODES), ["online"]),
+        **{
+            key: _axis(table, key, path, getattr(RunSpec, key), _learning_value(path, key))
+            for key in ("trees", "window", "max_samples")
+        },
+    }
+    runs = _with_learning(runs, learning, path)
+    batsims = _axis(table, "batsim", path, 4, _batsim(path))
+    runs = [dataclasses.replace(spec, batsim=batsim) for spec in runs for batsim in batsims]
     # an option table that fits no run is a mistake (a typo, a parameter of another
     # predictor): say so rather than run nothing for it
     for key, texts, names, check in (
@@ -446,6 +528,39 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
                 why = _why_none({**axes, attribute: [name]})
                 raise CampaignError(f"{path}: [campaign] {key}: {name} is in no run: {why}")
     return runs
+
+
+def _with_learning(runs: list[RunSpec], axes: dict[str, list[Any]], path: Path) -> list[RunSpec]:
+    """``runs`` times the feature modes and forest settings of ``axes``, as seeds multiply:
+    only the runs whose scheduler reads them (the variants that train a forest, or classify
+    with features), the others once, with the defaults. A value that fits no run is refused,
+    with the run configuration's reason."""
+    out: dict[RunSpec, None] = {}
+    refusals: dict[tuple[str, Any], str] = {}
+    defaults = {key: getattr(RunSpec, key) for key in axes}
+    for spec in runs:
+        for combination in itertools.product(*axes.values()):
+            setting = dict(zip(axes, combination, strict=True))
+            candidate = dataclasses.replace(spec, **setting)
+            why = refusal(candidate)
+            if why is None:
+                out.setdefault(candidate)
+                continue
+            for key, value in setting.items():
+                if value != defaults[key]:
+                    refusals.setdefault((key, value), why)
+            if refusal(spec) is None:  # the run itself, with the defaults
+                out.setdefault(spec)
+    kept = list(out)
+    for key, values in axes.items():
+        used = {getattr(spec, key) for spec in kept}
+        for value in values:
+            if value not in used and value != defaults[key]:  # (the defaults: every run's)
+                shown = "all" if value is None else value
+                why = refusals.get((key, value), "no run of this grid reads it")
+                name = "feature_modes" if key == "feature_mode" else key
+                raise CampaignError(f"{path}: [campaign] {name} {shown} fits no run: {why}")
+    return kept
 
 
 def _why_none(axes: dict[str, list[str]]) -> str:
@@ -498,7 +613,8 @@ def expand(
         trace, trace_file = trace_entry(entry, trace_dir)
         for policy in policies:
             for variant in variants:
-                for seed in seeds if variant in SEEDED_VARIANTS else [seeds[0]]:
+                # the variants that train no forest run once, with the default seed (0)
+                for seed in seeds if variant in SEEDED_VARIANTS else [0]:
                     for (
                         c_opts,
                         predictor,
@@ -617,13 +733,19 @@ def check_inputs(campaign: Campaign) -> None:
 
 
 def valid(spec: RunSpec) -> bool:
-    """Whether the run configuration accepts ``spec``'s combination (``ReplayConfig``'s
-    validation: the names, the options, what contradicts itself)."""
+    """Whether a replay accepts ``spec``'s combination (:func:`refusal`)."""
+    return refusal(spec) is None
+
+
+def refusal(spec: RunSpec) -> str | None:
+    """Why a replay would refuse ``spec``'s combination, or ``None``: ``ReplayConfig``'s
+    validation (the names, the options, what contradicts itself), then a setting its scheduler
+    would not read (:func:`~batsched_ml.runs.replaying.not_applied`, the rule the replay
+    applies when it starts)."""
     try:
-        spec.config()
-    except ConfigError:
-        return False
-    return True
+        return not_applied(spec.config())
+    except ConfigError as exc:
+        return str(exc)
 
 
 def _classifier_check(variant: str, params: dict) -> dict:
@@ -680,7 +802,9 @@ def result_row(
 def run_identity(spec: RunSpec, trace_dir: str | Path) -> RunIdentity:
     """The identity of ``spec``'s replay: the same as ``batsched-ml replay`` with the same
     settings on the same trace file gives, so either can resume the other's folder."""
-    return identity_of(trace_path(spec, trace_dir), spec.config(), shaking=spec.shaking)
+    return identity_of(
+        trace_path(spec, trace_dir), spec.config(), shaking=spec.shaking, batsim=spec.batsim
+    )
 
 
 def run_one(
@@ -716,6 +840,7 @@ def run_one(
             identity=identity,
             say_dropped=False,
             workloads=WORKLOADS,
+            batsim=spec.batsim,
         )
     except Exception as exc:  # recorded in the results table; the campaign goes on
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -926,23 +1051,27 @@ def spec_of_row(row: Any) -> RunSpec:
     """The run a row of a results table names (a dict or a pandas row); the columns a table
     made before a field existed take the field's default, and pandas' missing values (NaN)
     the field's ``None``."""
-    defaults = {f.name: f.default for f in fields(RunSpec)}
     values: dict[str, Any] = {}
     for name in SPEC_FIELDS:
         if name not in row:
             continue
         value = row[name]
         if isinstance(value, float) and value != value:  # NaN: a None written to CSV
-            value = None if defaults[name] is None or name == "starvation_hours" else ""
+            value = None if name in _NULLABLE_SPEC_FIELDS else ""
         values[name] = value
-    if "seed" in values:
-        values["seed"] = int(values["seed"])
+    for name in ("seed", "trees", "window", "batsim"):  # whole numbers (pandas: floats)
+        if values.get(name) is not None:
+            values[name] = int(values[name])
     if "backfilling" in values:
         values["backfilling"] = bool(values["backfilling"])
     for name in ("predictor_options", "dispatcher_options", "classifier_options"):
         if values.get(name) is None:
             values[name] = ""
     return RunSpec(**values)
+
+
+#: the fields of a run whose value may be None (a missing value in the results table)
+_NULLABLE_SPEC_FIELDS = ("starvation_hours", "window", "max_samples")
 
 
 def results_table(rows: list[dict[str, Any]], order: list[RunSpec]) -> pd.DataFrame:
@@ -988,6 +1117,10 @@ def with_earlier_runs(table: pd.DataFrame, output: Path) -> pd.DataFrame:
         "campaign (their folders are there)",
         file=sys.stderr,
     )
+    # a table made before a field existed: its runs had the field's default
+    for name in SPEC_FIELDS:
+        if name in table.columns and name not in kept.columns:
+            kept = kept.assign(**{name: getattr(RunSpec, name)})
     return pd.concat([table, kept.reindex(columns=table.columns)], ignore_index=True)
 
 

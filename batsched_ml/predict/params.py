@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from batsched_ml.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class ForestParams:
@@ -38,8 +40,37 @@ class ForestParams:
     divider_quantile: float = 0.5
 
     def __post_init__(self) -> None:
+        """Checked when made, whoever makes it (the command line, a campaign, an init string,
+        the trainer's command): a value the forest cannot be grown with is refused here, with
+        one line naming the field, rather than failing in the trainer at every week of the
+        run (each failure restarts the trainer, and the run goes on with every job large)."""
         if not 0.0 < self.divider_quantile < 1.0:
             raise ValueError(f"divider_quantile must be in (0, 1), not {self.divider_quantile}")
+        for name, least in (("n_estimators", 0), ("min_samples_leaf", 1), ("min_train", 0)):
+            _integer(name, getattr(self, name), least)
+        for name in ("max_depth", "window"):
+            if getattr(self, name) is not None:
+                _integer(name, getattr(self, name), 1)
+        _integer("random_state", self.random_state, 0)
+        if self.random_state >= 2**32:
+            raise ConfigError(f"forest random_state must be below 2**32, not {self.random_state}")
+        _integer("n_jobs", self.n_jobs, None)
+        if self.n_jobs == 0:
+            raise ConfigError("forest n_jobs must not be 0 (a count, or -1 for every core)")
+        features = self.max_features
+        if not (features in ("sqrt", "log2", None) or _share(features) or _whole(features, 1)):
+            raise ConfigError(
+                "forest max_features must be 'sqrt', 'log2', None, a share in (0, 1] or a count "
+                ">= 1, "
+                f"not {features!r}"
+            )
+        if self.max_samples is not None:
+            if not _share(self.max_samples) and self.max_samples != 1:
+                raise ConfigError(
+                    f"forest max_samples must be a share in (0, 1] or all, not {self.max_samples!r}"
+                )
+            # as a float: an integer is a count of rows for scikit-learn (1: one row a tree)
+            object.__setattr__(self, "max_samples", float(self.max_samples))
 
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -48,3 +79,18 @@ class ForestParams:
         if values["divider_quantile"] == 0.5:  # the median: likewise
             del values["divider_quantile"]
         return values
+
+
+def _whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _share(value: Any) -> bool:
+    return isinstance(value, float) and 0.0 < value <= 1.0
+
+
+def _integer(name: str, value: Any, least: int | None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"forest {name} must be an integer, not {value!r}")
+    if least is not None and value < least:
+        raise ConfigError(f"forest {name} must be an integer >= {least}, not {value}")

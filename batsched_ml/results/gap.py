@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from batsched_ml.predict.params import ForestParams
+from batsched_ml.registry import STARVATION_THRESHOLD_HOURS
 from batsched_ml.results.table import FINISHED_STATUSES
 
 BASE, CEILING = "base", "class-clairvoyant"
@@ -234,7 +236,56 @@ def method_label(run: Mapping[str, object]) -> str:
     seed = run.get("seed", 0)
     if isinstance(seed, int | float) and seed and not math.isnan(seed):
         parts.append(f"seed {int(seed)}")
+    parts.extend(_changed(run, _LEARNING))
     return " + ".join(parts)
+
+
+#: the settings of a method that a campaign may vary (the classifier's features, the forest),
+#: their defaults, and how a row shows them when they are not the defaults
+_LEARNING = (
+    ("feature_mode", "online", "{} features"),
+    ("trees", ForestParams.n_estimators, "{} trees"),
+    ("window", ForestParams.window, "window {}"),
+    ("max_samples", ForestParams.max_samples, "max_samples {}"),
+)
+#: the settings that change the yardsticks too (a base and a ceiling of their own)
+_CONTEXT = (
+    ("backfilling", True, "no backfilling"),
+    ("starvation_hours", STARVATION_THRESHOLD_HOURS, "starvation {} h"),
+    ("batsim", 4, "Batsim {}"),
+)
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _changed(run: Mapping[str, object], settings: tuple[tuple[str, object, str], ...]) -> list:
+    """How ``run`` differs from the defaults of ``settings`` (a column a table lacks is its
+    default; an empty cell of ``window``, ``max_samples`` or ``starvation_hours`` is none/all)."""
+    out = []
+    for key, default, text in settings:
+        if key not in run:
+            continue
+        value = run[key]
+        if _missing(value):
+            value = None
+        elif isinstance(default, bool):
+            value = bool(value)
+        elif isinstance(default, int | float) and isinstance(value, int | float):
+            value = type(default)(value) if float(value).is_integer() else value
+        if value != default:
+            shown = ("all" if key != "starvation_hours" else "none") if value is None else value
+            out.append(text.format(shown))
+    return out
+
+
+def policy_label(run: Mapping[str, object]) -> str:
+    """A campaign row's policy, with the settings that change its yardsticks when they are not
+    the defaults (``fcfs (Batsim 5)``): a method is compared with the base and the ceiling of
+    the same ones."""
+    changed = _changed(run, _CONTEXT)
+    return str(run["policy"]) + (f" ({', '.join(changed)})" if changed else "")
 
 
 def rows_from_results(records: Iterable[Mapping[str, object]]) -> list[GapRow]:
@@ -247,7 +298,7 @@ def rows_from_results(records: Iterable[Mapping[str, object]]) -> list[GapRow]:
         runs.append(
             {
                 "trace": record["trace"],
-                "policy": record["policy"],
+                "policy": policy_label(record),
                 "variant": method_label(record),
                 "copy": 0
                 if copy is None or (isinstance(copy, float) and math.isnan(copy))

@@ -35,6 +35,13 @@ RESULT_COLUMNS = (
     "predictor_options",
     "dispatcher_options",
     "classifier_options",
+    "backfilling",
+    "starvation_hours",
+    "feature_mode",
+    "trees",
+    "window",
+    "max_samples",
+    "batsim",
     "status",
     "seconds",
     "path",
@@ -58,6 +65,11 @@ NUMBER_RESULT_COLUMNS = frozenset(
         "seed",
         "copy",
         "shake_seconds",
+        "starvation_hours",  # empty: none
+        "trees",
+        "window",  # empty: all
+        "max_samples",  # empty: all
+        "batsim",
         "seconds",
         *SUMMARY_COLUMNS,
         "accuracy",
@@ -67,7 +79,11 @@ NUMBER_RESULT_COLUMNS = frozenset(
         "predict_us_per_job",
     }
 )
-TEXT_RESULT_COLUMNS = tuple(c for c in RESULT_COLUMNS if c not in NUMBER_RESULT_COLUMNS)
+#: read as pandas reads True and False: booleans
+BOOLEAN_RESULT_COLUMNS = frozenset({"backfilling"})
+TEXT_RESULT_COLUMNS = tuple(
+    c for c in RESULT_COLUMNS if c not in NUMBER_RESULT_COLUMNS | BOOLEAN_RESULT_COLUMNS
+)
 
 
 def read_results(path: str | Path) -> pd.DataFrame:

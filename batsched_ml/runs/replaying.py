@@ -106,6 +106,8 @@ class ReplayConfig:
             object.__setattr__(self, "dispatcher_params", typed)
         if self.classifier_params:
             self._check_classifier_params()
+        if self.variant == "class-clairvoyant":
+            self._check_no_forest()
         if self.dispatcher == "probabilistic":
             self._check_probabilistic()
         if self.dispatcher in registry.DISPATCHER_ORDERS and self.policy != "fcfs":
@@ -133,6 +135,21 @@ class ReplayConfig:
             raise ConfigError(
                 "--no-backfilling does not go with the probabilistic dispatcher (a way of "
                 "backfilling)"
+            )
+
+    def _check_no_forest(self) -> None:
+        """The class-clairvoyant variant trains no forest (the true classes need none): a forest
+        setting other than the divider's quantile would be recorded and never applied."""
+        default = dataclasses.replace(ForestParams(), divider_quantile=self.forest.divider_quantile)
+        changed = [
+            f"{f.name}={getattr(self.forest, f.name)!r}"
+            for f in dataclasses.fields(ForestParams)
+            if getattr(self.forest, f.name) != getattr(default, f.name)
+        ]
+        if changed:
+            raise ConfigError(
+                f"forest {', '.join(changed)}: the class-clairvoyant variant trains no forest "
+                "(leave the forest's settings at their defaults)"
             )
 
     def _check_classifier_params(self) -> None:
@@ -294,18 +311,38 @@ def make_scheduler(
     :class:`ReplayConfig` and not wired, or one that does not apply to this run, such as a
     forest parameter of a base run) raises :class:`ConfigError` naming it, instead of a run
     that would record it as applied."""
+    scheduler, refusal = _built(config, calendar=calendar, trainer=trainer, audit=audit)
+    if refusal is not None:
+        raise ConfigError(refusal)
+    return scheduler
+
+
+def not_applied(config: ReplayConfig) -> str | None:
+    """Why a run of ``config`` would be refused for settings its scheduler does not read (the
+    line :func:`make_scheduler` raises), or ``None``: the same rule, asked before a run (a
+    campaign keeps the combinations of its grid that a replay would apply)."""
+    return _built(config, calendar=None, trainer=None, audit=False)[1]
+
+
+def _built(
+    config: ReplayConfig,
+    *,
+    calendar: dict[str, Any] | None,
+    trainer: Trainer | None,
+    audit: bool,
+) -> tuple[BatchScheduler, str | None]:
     reads = _Reads(config)
     scheduler = _build_scheduler(
         cast(ReplayConfig, reads), calendar=calendar, trainer=trainer, audit=audit
     )
     unread = unread_settings(config, reads.read)
-    if unread:
-        values = ", ".join(f"{name}={getattr(config, name)!r}" for name in unread)
-        raise ConfigError(
-            f"{values}: not applied by a {config.title()} run (no part of its scheduler "
-            "reads it); leave it at its default"
-        )
-    return scheduler
+    if not unread:
+        return scheduler, None
+    values = ", ".join(f"{name}={getattr(config, name)!r}" for name in unread)
+    return scheduler, (
+        f"{values}: not applied by a {config.title()} run (no part of its scheduler "
+        "reads it); leave it at its default"
+    )
 
 
 def _build_scheduler(

@@ -40,6 +40,7 @@ from batsched_ml.errors import ConfigError, UserError
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.protocol.codec_v5 import EDC_NAME, Batsim5Codec, features_for
 from batsched_ml.protocol.framing_v5 import batsim_payload
+from batsched_ml.registry import FEATURE_MODES
 from batsched_ml.runs.replaying import ReplayConfig, config_of_record, make_scheduler
 from batsched_ml.serving.served import ServedRun
 
@@ -58,7 +59,6 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "feature_mode": (str,),
     "forest": (dict,),
 }
-FEATURE_MODES = ("online", "weekly")
 #: the forest's settings that take ``null`` (no depth limit, all history, whole bootstrap)
 _FOREST_NULLABLE = ("max_depth", "window", "max_samples")
 _T = TypeVar("_T")
