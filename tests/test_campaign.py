@@ -753,12 +753,12 @@ workers = 1
 # --- every key a campaign file may hold: known, or refused ----------------------------------
 
 
-def _campaign_file(tmp_path: Path, body: str) -> Path:
+def _campaign_file(tmp_path: Path, body: str, variants: str = '["base"]') -> Path:
     path = tmp_path / "c.toml"
     trace_dir = Path(__file__).resolve().parents[1] / "batsched_ml" / "data"
     path.write_text(
         f'[campaign]\ntrace_dir = "{trace_dir}"\ntraces = ["KTH-SP2-1996-2.1-cln"]\n'
-        f'policies = ["fcfs"]\nvariants = ["base"]\n{body}'
+        f'policies = ["fcfs"]\nvariants = {variants}\n{body}'
     )
     return path
 
@@ -852,3 +852,151 @@ def load_spec_default():
     from batsched_ml.experiments.campaign import RunSpec
 
     return RunSpec("t", "fcfs", "base")
+
+
+def test_a_campaign_sets_the_features_the_forest_and_the_batsim_as_the_command_line(
+    tmp_path: Path,
+) -> None:
+    """Every setting of a replay a campaign can set: the feature mode and the forest's trees,
+    window and share multiply the runs that read them (a base run runs once, with the
+    defaults), each reaching the run's configuration and folder; the Batsim played
+    multiplies every run and is part of its identity."""
+    from batsched_ml.experiments.campaign import refusal
+
+    campaign = load_campaign(
+        _campaign_file(
+            tmp_path,
+            'feature_modes = ["online", "weekly"]\n'
+            "trees = [40, 8]\nwindow = ['all']\nmax_samples = 0.5\nbatsim = [4, 5]\n",
+            '["base", "classification"]',
+        )
+    )
+    names = [spec.folder(Path("o")).name for spec in campaign.runs]
+    assert names == [
+        "fcfs-base",
+        "fcfs-base-batsim5",
+        "fcfs-classification-window=all-max_samples=0.5",
+        "fcfs-classification-window=all-max_samples=0.5-batsim5",
+        "fcfs-classification-trees=8-window=all-max_samples=0.5",
+        "fcfs-classification-trees=8-window=all-max_samples=0.5-batsim5",
+        "fcfs-classification-features=weekly-window=all-max_samples=0.5",
+        "fcfs-classification-features=weekly-window=all-max_samples=0.5-batsim5",
+        "fcfs-classification-features=weekly-trees=8-window=all-max_samples=0.5",
+        "fcfs-classification-features=weekly-trees=8-window=all-max_samples=0.5-batsim5",
+    ]
+    for spec in campaign.runs:
+        assert refusal(spec) is None  # every one is a run a replay applies whole
+    config = campaign.runs[-1].config()
+    assert config.feature_mode == "weekly"
+    assert (config.forest.n_estimators, config.forest.window) == (8, None)
+    assert config.forest.max_samples == 0.5
+    assert campaign.runs[0].config().forest == campaign_module.FOREST_DEFAULTS
+    four, five = (run_identity(spec, str(tmp_path)) for spec in campaign.runs[:2])
+    assert four != five  # Batsim 5's replay is another run
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("trees = [8]\n", "trees 8 fits no run: forest=ForestParams"),
+        ("feature_modes = ['weekly']\n", "feature_modes weekly fits no run: feature_mode="),
+        ("trees = -1\n", "trees -1: forest n_estimators must"),
+        ("window = 0\n", "window 0: forest window must be"),
+        ("max_samples = 2\n", "max_samples 2.0: forest max"),
+        ("feature_modes = ['daily']\n", "feature_modes: unknown ['daily']"),
+        ("batsim = 6\n", "batsim must be 4 or 5, not 6"),
+    ],
+)
+def test_a_setting_no_run_applies_is_refused_with_the_reason(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    with pytest.raises(CampaignError, match=re.escape(message)):
+        load_campaign(_campaign_file(tmp_path, body))
+    if "fits no run" not in message:  # refused whatever the variants
+        with pytest.raises(CampaignError, match=re.escape(message)):
+            load_campaign(_campaign_file(tmp_path, body, '["classification"]'))
+
+
+def test_the_variants_that_train_no_forest_run_with_the_default_seed(tmp_path: Path) -> None:
+    """``seeds = [7]``: the classification runs are seed 7, the base and class-clairvoyant
+    runs (no forest to seed) seed 0, in their usual folders; a base run given seed 7 was
+    refused when it started (a forest setting it does not read)."""
+    from batsched_ml.runs.replaying import make_scheduler
+
+    campaign = load_campaign(
+        _campaign_file(tmp_path, "seeds = [7]\n", '["base", "class-clairvoyant", "classification"]')
+    )
+    assert [(s.variant, s.seed) for s in campaign.runs] == [
+        ("base", 0),
+        ("class-clairvoyant", 0),
+        ("classification", 7),
+    ]
+    assert [s.folder(Path("o")).name for s in campaign.runs] == [
+        "fcfs-base",
+        "fcfs-class-clairvoyant",
+        "fcfs-classification-seed7",
+    ]
+    for spec in campaign.runs:
+        make_scheduler(spec.config())  # none refused
+
+
+def test_the_results_table_names_every_setting_and_reads_back_the_same_runs(
+    tmp_path: Path,
+) -> None:
+    """The results table's row of a run holds every field of its spec (list scheduling, the
+    starvation threshold, the forest, the Batsim), and the row read back from results.csv
+    names the same run; a table written before a field existed takes its default."""
+    from batsched_ml.experiments.campaign import results_table, spec_of_row, with_earlier_runs
+    from batsched_ml.results.table import read_results
+
+    specs = [
+        RunSpec("t", "fcfs", "base", backfilling=False, starvation_hours=None, batsim=5),
+        RunSpec("t", "fcfs", "classification", 3, trees=8, window=None, max_samples=None),
+        RunSpec("t", "spf", "classification", feature_mode="weekly"),
+    ]
+    rows = [
+        {**dataclasses_asdict(s), "status": "done", "path": str(i)} for i, s in enumerate(specs)
+    ]
+    table = results_table(rows, specs)
+    table.to_csv(tmp_path / "results.csv", index=False)
+    back = read_results(tmp_path / "results.csv")
+    assert [spec_of_row(row) for row in back.to_dict("records")] == specs
+    # an older table (none of the new columns) beside this one: its runs had the defaults
+    old = back.drop(columns=["backfilling", "starvation_hours", "trees", "window", "batsim"])
+    old = old.iloc[[0]].assign(path="older", variant="base")
+    old.to_csv(tmp_path / "results.csv", index=False)
+    (tmp_path / "older").mkdir()
+    (tmp_path / "older" / "summary.json").write_text("{}")
+    merged = with_earlier_runs(table, tmp_path)
+    assert spec_of_row(merged.to_dict("records")[-1]) == RunSpec("t", "fcfs", "base")
+
+
+def dataclasses_asdict(spec: RunSpec) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(spec)
+
+
+def test_a_run_with_a_forest_and_batsim_5_replays_with_them(tmp_path: Path) -> None:
+    """The campaign's settings reach the replay: the forest in summary.json, Batsim 5 in
+    run.json, and the run is the one `replay --trees 4 --window all --batsim 5` makes."""
+    trace = small_trace(tmp_path / "traces", 300)
+    spec = RunSpec(trace, "fcfs", "classification", trees=4, window=None, batsim=5)
+    row = run_one(spec, str(tmp_path / "traces"), str(tmp_path / "out"))
+    assert row["status"] == "done", row["error"]
+    assert (row["trees"], row["window"], row["batsim"]) == (4, None, 5)
+    folder = spec.folder(tmp_path / "out")
+    assert folder.name == "fcfs-classification-trees=4-window=all-batsim5"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert (summary["config"]["forest"]["n_estimators"], summary["config"]["forest"]["window"]) == (
+        4,
+        None,
+    )
+    assert json.loads((folder / "run.json").read_text())["config"]["batsim"] == 5
+    cli = tmp_path / "cli"
+    options = ["--variant", "classification", "--trees", "4", "--window", "all", "--batsim", "5"]
+    traces = tmp_path / "traces" / f"{trace}.swf.gz"
+    assert main(["replay", str(traces), "-o", str(cli), *options, "-q"]) == 0
+    assert (cli / "jobs.csv").read_bytes() == (folder / "jobs.csv").read_bytes()
+    again = run_one(spec, str(tmp_path / "traces"), str(tmp_path / "out"))
+    assert again["status"] == "existing"  # the same run: not made again

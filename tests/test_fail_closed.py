@@ -87,3 +87,62 @@ def test_a_plug_in_order_identical_to_fcfs_gives_fcfs_job_table(
     assert (tmp_path / "fcfs" / "jobs.csv").read_bytes() == (
         tmp_path / "plugin" / "jobs.csv"
     ).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"n_estimators": -1}, "forest n_estimators must be an integer >= 0, not -1"),
+        ({"window": 0}, "forest window must be an integer >= 1, not 0"),
+        ({"max_depth": 0}, "forest max_depth must be an integer >= 1, not 0"),
+        ({"min_samples_leaf": 0}, "forest min_samples_leaf must be an integer >= 1"),
+        ({"max_samples": 1.5}, "forest max_samples must be a share in (0, 1] or all"),
+        ({"max_samples": 2}, "forest max_samples must be a share in (0, 1] or all"),
+        ({"max_features": "half"}, "forest max_features must be 'sqrt', 'log2', None"),
+        ({"n_jobs": 0}, "forest n_jobs must not be 0"),
+        ({"random_state": -1}, "forest random_state must be an integer >= 0"),
+        ({"n_estimators": True}, "forest n_estimators must be an integer, not True"),
+    ],
+)
+def test_a_forest_it_cannot_grow_is_refused_when_made(
+    setting: dict[str, Any], message: str
+) -> None:
+    """A forest setting the trainer cannot grow with is refused where it is made, with one
+    line naming the field: it failed in the trainer at every week of the run before (each
+    failure restarting the trainer, the run going on with every job large)."""
+    with pytest.raises(ConfigError, match=re_escape(message)):
+        ForestParams(**setting)
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_the_values_a_forest_takes() -> None:
+    assert ForestParams(max_samples=1).max_samples == 1.0  # a share, not a count of one row
+    assert ForestParams(window=None, max_depth=None, max_samples=None).as_dict()["window"] is None
+    assert ForestParams(max_features=0.5, n_jobs=-1, n_estimators=0).n_estimators == 0
+
+
+def test_a_bad_forest_on_the_command_line_is_one_line_and_nothing_written(tmp_path, capsys) -> None:
+    from batsched_ml.cli import main
+
+    out = tmp_path / "out"
+    code = main(["replay", "-o", str(out), "--variant", "classification", "--trees", "-1", "-q"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "batsched-ml: error: forest n_estimators must be an integer >= 0, not -1"
+    assert not out.exists()
+
+
+def test_the_class_clairvoyant_variant_refuses_forest_settings_it_never_applies() -> None:
+    """It trains no forest: only the divider's quantile applies (a classifier option)."""
+    with pytest.raises(ConfigError, match=r"^forest n_estimators=8: the class-clairvoyant"):
+        ReplayConfig(variant="class-clairvoyant", forest=ForestParams(n_estimators=8))
+    config = ReplayConfig(
+        variant="class-clairvoyant", classifier_params={"divider_quantile": "0.6"}
+    )
+    assert config.forest.divider_quantile == 0.6
+    make_scheduler(config)

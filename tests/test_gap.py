@@ -185,3 +185,36 @@ def test_a_campaigns_results_give_the_gap_table_with_methods_named_by_what_they_
     rows = {row.method: row for row in rows_from_results(records)}
     assert rows["classification-idempotent"].wasted_share == pytest.approx(0.02)
     assert rows["classification-idempotent + easy++"].wasted_share is None
+
+
+def test_the_yardsticks_of_each_setting_stay_apart_and_methods_say_their_forest() -> None:
+    """A campaign over list scheduling or the Batsim played has a base and a ceiling for each:
+    they are compared within their own setting (it raised "two runs of base" before); a
+    method's forest and features other than the defaults are part of its name."""
+    from batsched_ml.results.gap import method_label, rows_from_results
+
+    def row(variant, value, **more):
+        return {"trace": "T", "policy": "fcfs", "variant": variant, "copy": 0, "seed": 0,
+                "status": "done", "cumulative_bsld": value, "backfilling": True,
+                "starvation_hours": 72.0, "batsim": 4, **more}  # fmt: skip
+
+    records = [
+        row("base", 100.0),
+        row("class-clairvoyant", 50.0),
+        row("classification", 75.0),
+        row("base", 200.0, backfilling=False),
+        row("class-clairvoyant", 100.0, backfilling=False),
+        row("classification", 125.0, backfilling=False),
+        row("base", 100.0, batsim=5, starvation_hours=float("nan")),
+    ]
+    rows = {(r.policy, r.method): r for r in rows_from_results(records)}
+    assert rows[("fcfs", "classification")].share.mean == 0.5  # (100 - 75) / (100 - 50)
+    assert rows[("fcfs (no backfilling)", "classification")].share.mean == 0.75
+    assert ("fcfs (starvation none h, Batsim 5)", "base") in rows
+    assert method_label({**records[2], "trees": 8.0, "window": float("nan")}) == (
+        "classification + 8 trees + window all"
+    )
+    assert method_label({**records[2], "trees": 40, "max_samples": 0.25}) == "classification"
+    assert method_label({**records[2], "feature_mode": "weekly"}) == (
+        "classification + weekly features"
+    )
