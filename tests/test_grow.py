@@ -180,11 +180,17 @@ def test_what_it_does_not_grow_is_left_to_scikit_learn(monkeypatch: pytest.Monke
         {"min_samples_leaf": 0},
         {"random_state": None},
     ):
-        params = ForestParams(n_estimators=3, **unusual)  # type: ignore[arg-type]
+        # ForestParams refuses them when made (tests/test_fail_closed.py): set past its check,
+        # the grower still leaves them alone
+        params = ForestParams(n_estimators=3)
+        for name, value in unusual.items():
+            object.__setattr__(params, name, value)
         assert not grow.grows(params, len(y)) and grow.grow_forest(x, y, params) is None
     assert not grow.grows(ForestParams(max_samples=None), 2**21)  # the packed sums' bound
     assert grow.grows(ForestParams(max_samples=None), 2**21 - 2)
-    assert train_forest(x, y, ForestParams(n_estimators=3, max_samples=1.5)).predictor is not None
+    params = ForestParams(n_estimators=3)
+    object.__setattr__(params, "max_samples", 1.5)
+    assert train_forest(x, y, params).predictor is not None
     monkeypatch.setenv(compiled.VARIABLE, "python")
     assert grow.grow_forest(x, y, ForestParams(n_estimators=3)) is None
 
@@ -286,3 +292,24 @@ def test_the_grower_s_threads_are_kept_and_a_forked_child_gets_its_own() -> None
     os.close(reader)
     assert answer == b"1"
     assert grow.thread_pool(2) is pool  # the parent's own is kept
+
+
+def test_a_bootstrap_sample_is_drawn_once_and_is_the_draw() -> None:
+    """Kept samples are scikit-learn's draw, read-only, and the same object for the next
+    forest of the same size; another size draws again."""
+    grow._DRAWN.clear()
+    first = grow.bootstrap_indices(1234, 500, 125)
+    expected = np.random.RandomState(1234).randint(0, 500, 125)
+    assert first.dtype == np.int64 and np.array_equal(first, expected)
+    assert not first.flags.writeable
+    assert grow.bootstrap_indices(1234, 500, 125) is first
+    other = grow.bootstrap_indices(1234, 400, 100)
+    assert np.array_equal(other, np.random.RandomState(1234).randint(0, 400, 100))
+    assert grow.bootstrap_indices(1234, 500, 125) is not first  # only the last size kept
+    x, y = job_like(600, 16)
+    params = ForestParams(n_estimators=5, n_jobs=2)
+    cold = grow.grow_forest(x, y, params)
+    warm = grow.grow_forest(x, y, params)
+    assert cold is not None and warm is not None
+    for a, b in zip(cold.trees, warm.trees, strict=True):
+        assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
