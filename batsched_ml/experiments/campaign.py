@@ -59,15 +59,19 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import shutil
+import signal
 import sys
+import tempfile
 import time
 import tomllib
 import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -191,8 +195,6 @@ class RunSpec:
         ]
 
     def config(self) -> Any:
-        import dataclasses
-
         config = ReplayConfig(
             policy=self.policy,
             variant=self.variant,
@@ -938,8 +940,6 @@ def _died(exc: BaseException) -> str:
 def _stop_local_workers(client: Any) -> None:
     """Kill the local cluster's worker processes at once: a replay does not stop when its task
     is cancelled, and the nanny would wait 4 s per worker before killing it itself."""
-    import signal
-
     try:
         pids = client.run(os.getpid, wait=True)
     except Exception:  # the cluster is going away already
@@ -957,10 +957,6 @@ def run_campaign(
     Interrupted (Ctrl-C, SIGTERM), it stops the local workers at once, marks the runs that
     were under way ``interrupted`` in their run.json, leaves no lock file, and lets the
     interruption through (one ``batsched-ml: interrupted`` line, exit 130/143)."""
-    import logging
-    import tempfile
-    from importlib.util import find_spec
-
     missing = [name for name in ("dask", "distributed", "pyarrow") if find_spec(name) is None]
     if missing:  # pyarrow writes results.parquet, at the end: said before anything runs
         raise UserError(
