@@ -206,11 +206,13 @@ def test_the_yardsticks_of_each_setting_stay_apart_and_methods_say_their_forest(
         row("class-clairvoyant", 100.0, backfilling=False),
         row("classification", 125.0, backfilling=False),
         row("base", 100.0, batsim=5, starvation_hours=float("nan")),
+        row("base", 100.0, starvation_hours=6.0),
     ]
     rows = {(r.policy, r.method): r for r in rows_from_results(records)}
     assert rows[("fcfs", "classification")].share.mean == 0.5  # (100 - 75) / (100 - 50)
     assert rows[("fcfs (no backfilling)", "classification")].share.mean == 0.75
     assert ("fcfs (starvation none h, Batsim 5)", "base") in rows
+    assert ("fcfs (starvation 6 h)", "base") in rows
     assert method_label({**records[2], "trees": 8.0, "window": float("nan")}) == (
         "classification + 8 trees + window all"
     )

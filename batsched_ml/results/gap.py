@@ -275,7 +275,10 @@ def _changed(run: Mapping[str, object], settings: tuple[tuple[str, object, str],
         elif isinstance(default, int | float) and isinstance(value, int | float):
             value = type(default)(value) if float(value).is_integer() else value
         if value != default:
-            shown = ("all" if key != "starvation_hours" else "none") if value is None else value
+            if value is None:
+                shown = "none" if key == "starvation_hours" else "all"
+            else:
+                shown = f"{value:g}" if isinstance(value, float) else str(value)
             out.append(text.format(shown))
     return out
 
