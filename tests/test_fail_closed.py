@@ -146,3 +146,47 @@ def test_the_class_clairvoyant_variant_refuses_forest_settings_it_never_applies(
     )
     assert config.forest.divider_quantile == 0.6
     make_scheduler(config)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--variant", "classification", "--trainer-deadline", "-5"], "--trainer-deadline: -5"),
+        (["--variant", "classification", "--trainer-deadline", "nan"], "--trainer-deadline: nan"),
+        (["--starvation-threshold", "nan"], "--starvation-threshold: the starvation threshold"),
+    ],
+)
+def test_a_deadline_or_threshold_that_is_no_number_of_seconds_is_refused(
+    tmp_path, capsys, options: list[str], message: str
+) -> None:
+    """A trainer deadline of -5 s (or NaN) ran a classified replay to its end with no model
+    at all (every week's model "unavailable", every job large, no kill); a starvation threshold
+    of NaN never starved a job and wrote ``NaN`` into summary.json. Both are refused."""
+    from batsched_ml.cli import main
+
+    out = tmp_path / "out"
+    assert main(["replay", "-o", str(out), *options, "-q"]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_every_way_in_refuses_them_too(tmp_path) -> None:
+    from batsched_ml.experiments.campaign import CampaignError, load_campaign
+    from batsched_ml.trainer.lifecycle import trainer
+
+    for value in (float("nan"), float("inf"), -1.0, 0.0):
+        with pytest.raises(ConfigError, match="starvation threshold"):
+            ReplayConfig(starvation_threshold=value)
+        with (
+            pytest.raises(ConfigError, match="trainer deadline"),
+            trainer(ReplayConfig(variant="classification"), tmp_path, deadline=value),
+        ):
+            pass
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[campaign]\ntraces = ["t"]\npolicies = ["fcfs"]\nvariants = ["base"]\n'
+        "starvation_threshold = nan\n"
+    )
+    with pytest.raises(CampaignError, match="starvation_threshold must be hours > 0"):
+        load_campaign(path)
+    assert not any(tmp_path.iterdir()) or [p.name for p in tmp_path.iterdir()] == ["c.toml"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,9 +40,20 @@ def hours(text: str) -> float | None:
     if text.lower() in ("none", "off", "inf"):
         return None
     value = float(text)
-    if value <= 0:
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError("the starvation threshold must be positive (or 'none')")
     return value * 3600.0
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (``--trainer-deadline``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def share(text: str) -> float:
@@ -208,7 +220,7 @@ def add_trainer_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--trainer-deadline",
-        type=float,
+        type=seconds,
         default=300.0,
         metavar="SECONDS",
         help="how long to wait for a weekly model before going on with the last good one",

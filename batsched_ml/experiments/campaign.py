@@ -60,6 +60,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -335,7 +336,11 @@ def _starvation(path: Path) -> Any:
     def check(value: Any) -> float | None:
         if value == "none":
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (math.isfinite(value) and value > 0)
+        ):
             raise CampaignError(
                 f"{path}: [campaign] starvation_threshold must be hours > 0 or 'none'"
             )

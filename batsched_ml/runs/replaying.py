@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -79,6 +80,15 @@ class ReplayConfig:
         predictor is the actual runtime, a ``--policy`` other than fcfs with a dispatcher
         that orders the queue itself, and the probabilistic dispatcher with anything but the
         requested time planned with and backfilling on (:meth:`_check_probabilistic`)."""
+        threshold = self.starvation_threshold
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not (math.isfinite(threshold) and threshold > 0)
+        ):
+            raise ConfigError(
+                f"starvation threshold {threshold!r}: a positive number of seconds, or none"
+            )
         if self.variant not in registry.VARIANTS:
             raise ConfigError(
                 f"unknown variant {self.variant!r} (choose from {', '.join(registry.VARIANTS)})"
