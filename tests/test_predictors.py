@@ -627,3 +627,41 @@ def test_su_kmeans_finds_separated_groups_and_ch_is_scikit_learn_s() -> None:
         [0, 0, 0, 1],
         [1, 1, 1, 0],
     )
+
+
+@pytest.mark.parametrize(
+    ("predictor", "option", "message"),
+    [
+        ("requested", "no_walltime_estimate=-3", "no_walltime_estimate must be a positive number"),
+        ("easy++", "no_walltime_estimate=nan", "no_walltime_estimate must be a positive number"),
+        ("fixed", "seconds=nan", "seconds must be a positive number, not nan"),
+        ("adaboost", "n_estimators=0", "n_estimators must be an integer >= 1, not 0"),
+        ("adaboost", "retrain_every=-1", "retrain_every must be a positive number"),
+        ("adaboost", "window=0", "window must be an integer >= 1, not 0"),
+        ("su", "n_neighbors=0", "n_neighbors must be an integer >= 1, not 0"),
+        ("su", "recluster_every=0", "recluster_every must be a positive number, not 0.0"),
+        ("su", "alpha=inf", "SU alpha must be positive, not inf"),
+    ],
+)
+def test_an_option_out_of_range_is_refused_before_the_run(
+    tmp_path, capsys, predictor: str, option: str, message: str
+) -> None:
+    """Each of these ran wrong or stopped half-way before: a hang (AdaBoost retrained "every
+    -1 s"), an internal error (SU's division by a zero period, AdaBoost of no tree), a run
+    that learnt nothing (a window of 0 jobs) or a NaN estimate found at the first job."""
+    from batsched_ml.cli import main
+
+    out = tmp_path / "out"
+    code = main(["replay", "-o", str(out), "--predictor", predictor, "--predictor-option", option])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"batsched-ml: error: predictor {predictor}: {message}")
+    assert not out.exists()
+
+
+def test_the_cph_planner_refuses_a_negative_seed() -> None:
+    from batsched_ml.errors import ConfigError
+    from batsched_ml.runs.replaying import planner_kwargs
+
+    with pytest.raises(ConfigError, match="random_state must be an integer >= 0, not -1"):
+        planner_kwargs("cph", {"random_state": "-1"})

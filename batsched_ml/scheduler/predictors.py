@@ -29,7 +29,7 @@ import numpy as np
 from batsched_ml import registry
 from batsched_ml.job import Job
 from batsched_ml.plugins import load_plugin
-from batsched_ml.scheduler.parameters import constructor_kwargs
+from batsched_ml.scheduler.parameters import check_at_least, check_positive, constructor_kwargs
 from batsched_ml.scheduler.su import SUPrediction
 
 DAY = 86_400.0
@@ -49,6 +49,7 @@ class RequestedTime:
     name = "requested"
 
     def __init__(self, no_walltime_estimate: float = DAY) -> None:
+        check_positive("no_walltime_estimate", no_walltime_estimate)
         self.no_walltime_estimate = no_walltime_estimate
 
     def estimate(self, job: Job, profile: dict[str, Any] | None) -> float:
@@ -65,6 +66,7 @@ class ActualRuntime:
     name = "actual"
 
     def __init__(self, no_walltime_estimate: float = DAY) -> None:
+        check_positive("no_walltime_estimate", no_walltime_estimate)
         self.no_walltime_estimate = no_walltime_estimate
 
     def estimate(self, job: Job, profile: dict[str, Any] | None) -> float:
@@ -90,6 +92,7 @@ class EasyPlusPlus:
     backfill_shortest_first = True
 
     def __init__(self, no_walltime_estimate: float = DAY) -> None:
+        check_positive("no_walltime_estimate", no_walltime_estimate)
         self.no_walltime_estimate = no_walltime_estimate
         self.history: dict[Any, list[float]] = {}
 
@@ -114,6 +117,7 @@ class FixedPrediction:
     name = "fixed"
 
     def __init__(self, seconds: float = 600.0) -> None:
+        check_positive("seconds", seconds)
         self.seconds = seconds
 
     def estimate(self, job: Job, profile: dict[str, Any] | None) -> float:
@@ -145,6 +149,12 @@ class AdaBoostPrediction:
         random_state: int = 0,
         no_walltime_estimate: float = DAY,
     ) -> None:
+        check_at_least("n_estimators", n_estimators, 1)
+        check_positive("retrain_every", retrain_every)
+        check_at_least("window", window, 1)
+        check_at_least("min_train", min_train, 1)
+        check_at_least("random_state", random_state, 0)
+        check_positive("no_walltime_estimate", no_walltime_estimate)
         self.n_estimators = n_estimators
         self.retrain_every = retrain_every
         self.window = window
@@ -254,6 +264,7 @@ class ProfileHeuristic:
     RULES = 6
 
     def __init__(self, no_walltime_estimate: float = DAY) -> None:
+        check_positive("no_walltime_estimate", no_walltime_estimate)
         self.no_walltime_estimate = no_walltime_estimate
         self.last: dict[Any, list[dict[tuple[Any, ...], float]]] = {}
         self.last_rule = 0

@@ -36,6 +36,7 @@ import numpy as np
 
 from batsched_ml.job import Job
 from batsched_ml.predict.features import zone_of
+from batsched_ml.scheduler.parameters import check_at_least, check_positive
 
 DAY = 86_400.0
 REGRESSORS = ("svr", "rf", "linear")
@@ -92,8 +93,18 @@ class SUPrediction:
     ) -> None:
         if regressor not in REGRESSORS:
             raise ValueError(f"unknown SU regressor {regressor!r} (choose from svr, rf, linear)")
-        if not alpha > 0:
+        if not (math.isfinite(alpha) and alpha > 0):
             raise ValueError(f"SU alpha must be positive, not {alpha}")
+        for what, count in (
+            ("n_neighbors", n_neighbors),
+            ("max_clusters", max_clusters),
+            ("max_strings", max_strings),
+            ("history", history),
+        ):
+            check_at_least(what, count, 1)
+        check_at_least("random_state", random_state, 0)
+        check_positive("recluster_every", recluster_every)
+        check_positive("no_walltime_estimate", no_walltime_estimate)
         self.regressor = regressor
         self.alpha = alpha
         self.n_neighbors = n_neighbors
