@@ -190,3 +190,46 @@ def test_every_way_in_refuses_them_too(tmp_path) -> None:
     with pytest.raises(CampaignError, match="starvation_threshold must be hours > 0"):
         load_campaign(path)
     assert not any(tmp_path.iterdir()) or [p.name for p in tmp_path.iterdir()] == ["c.toml"]
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["trainer", "--idle-timeout", "-1"], "argument --idle-timeout: -1 is not a positive"),
+        (["trainer", "--divider-quantile", "2"], "divider_quantile must be in (0, 1), not 2.0"),
+        (["serve", "--timeout", "-5"], "argument --timeout: -5 is not a number of seconds >= 0"),
+        (["serve", "--timeout", "nan"], "argument --timeout: nan is not a number of seconds"),
+        (["batsim", "--timeout", "-1"], "argument --timeout: -1 is not a number of seconds"),
+        (["collect", "x", "--wait", "-2"], "argument --wait: -2 is not a number of seconds"),
+        (["campaign", "c.toml", "--workers", "0"], "argument --workers: 0 is not a whole number"),
+        (["paper-results", "--workers", "-1"], "argument --workers: -1 is not a whole number"),
+        (
+            ["workload", "convert", "t.swf", "-o", "w", "--machine-size", "0"],
+            "argument --machine-size: 0 is not a whole number >= 1",
+        ),
+    ],
+)
+def test_a_duration_or_count_that_means_nothing_is_refused_by_every_command(
+    tmp_path, monkeypatch, capsys, command: list[str], message: str
+) -> None:
+    """A negative timeout waited forever (ZeroMQ's poll), a trainer's negative idle timeout
+    stopped it at once, a divider quantile of 2 was an internal error: each is one line now,
+    and nothing is started or written."""
+    from batsched_ml.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(command) == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_campaigns_dask_workers_are_a_count(tmp_path) -> None:
+    from batsched_ml.experiments.campaign import CampaignError, load_campaign
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[campaign]\ntraces = ["t"]\npolicies = ["fcfs"]\nvariants = ["base"]\n'
+        "[dask]\nworkers = -2\n"
+    )
+    with pytest.raises(CampaignError, match=r"\[dask\] workers must be a whole number"):
+        load_campaign(path)

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from batsched_ml.cli import options
 from batsched_ml.errors import ConfigError
 
 
@@ -70,7 +71,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     batsim.add_argument("--enable-profile-reuse", action="store_true")
     batsim.add_argument("--forward-profiles-on-submission", action="store_true")
     batsim.add_argument(
-        "--timeout", type=float, default=600.0, metavar="SECONDS", help="0 waits forever"
+        "--timeout",
+        type=options.seconds_or_zero,
+        default=600.0,
+        metavar="SECONDS",
+        help="0 waits forever",
     )
     batsim.set_defaults(handler=run)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from batsched_ml.cli import options
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     campaign = commands.add_parser(
@@ -16,7 +18,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     campaign.add_argument("config", metavar="CONFIG.toml")
     campaign.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster")
-    campaign.add_argument("--workers", type=int, metavar="N", help="local Dask workers")
+    campaign.add_argument("--workers", type=options.count, metavar="N", help="local Dask workers")
     campaign.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     campaign.set_defaults(handler=run)
 

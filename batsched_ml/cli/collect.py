@@ -40,7 +40,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             action.help += " (default: the served run's; given: checked against it)"
     collect.add_argument(
         "--wait",
-        type=float,
+        type=options.seconds_or_zero,
         default=0.0,
         metavar="SECONDS",
         help="wait this long for the run to end (default: it has ended)",

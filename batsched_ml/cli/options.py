@@ -46,14 +46,37 @@ def hours(text: str) -> float | None:
 
 
 def seconds(text: str) -> float:
-    """A positive, finite number of seconds (``--trainer-deadline``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    """A positive, finite number of seconds (``--trainer-deadline``, ``--idle-timeout``)."""
+    value = _number(text)
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
+
+
+def seconds_or_zero(text: str) -> float:
+    """A finite number of seconds, 0 or more (a timeout whose 0 means forever, a wait)."""
+    value = _number(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds >= 0")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number, 1 or more (workers, processors)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number >= 1")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
 def share(text: str) -> float:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from batsched_ml.cli import options
 from batsched_ml.cli.parsing import write_page
 from batsched_ml.registry import POLICIES, VARIANTS
 from batsched_ml.workload import archive, shipped
@@ -36,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     results.add_argument("--traces", nargs="*", help="default: the paper's five traces at hand")
     results.add_argument("--policies", nargs="*", choices=sorted(POLICIES))
     results.add_argument("--variants", nargs="*", choices=list(VARIANTS))
-    results.add_argument("--workers", type=int, default=2, help="replays run in parallel")
+    results.add_argument("--workers", type=options.count, default=2, help="replays run in parallel")
     results.add_argument(
         "--no-run",
         action="store_true",

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from batsched_ml.cli import campaign as campaign_command
+from batsched_ml.cli import options
 
 #: The repository's campaign of the related work (beside the package in a clone).
 DEFAULT_CAMPAIGN = Path(__file__).resolve().parents[2] / "campaigns" / "related-work.toml"
@@ -47,7 +48,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     related.add_argument(
         "--no-run", action="store_true", help="write the page from the runs already made"
     )
-    related.add_argument("--workers", type=int, metavar="N", help="local Dask workers")
+    related.add_argument("--workers", type=options.count, metavar="N", help="local Dask workers")
     related.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     related.set_defaults(handler=run, scheduler=None)
 

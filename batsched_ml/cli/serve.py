@@ -29,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     serve.add_argument(
         "--timeout",
-        type=float,
+        type=options.seconds_or_zero,
         default=600.0,
         metavar="SECONDS",
         help="give up if Batsim says nothing for this long (default 600; 0 waits forever)",

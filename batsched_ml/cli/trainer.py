@@ -41,7 +41,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     trainer.add_argument(
         "--idle-timeout",
-        type=float,
+        type=options.seconds,
         metavar="SECONDS",
         help="stop after this long without a request (default: never)",
     )

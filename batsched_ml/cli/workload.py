@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from batsched_ml.cli import options
 from batsched_ml.cli.parsing import not_a_run_folder
 from batsched_ml.workload import shipped
 
@@ -23,7 +24,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     convert.add_argument("--name", help="base name of the output files (default: the trace's)")
     convert.add_argument(
         "--machine-size",
-        type=int,
+        type=options.count,
         metavar="N",
         help="processors of the machine (default: the header's MaxProcs, else MaxNodes)",
     )

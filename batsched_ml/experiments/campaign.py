@@ -431,12 +431,17 @@ def load_campaign(path: str | Path) -> Campaign:
     if not isinstance(dask, dict):
         raise CampaignError(f"{path}: [dask] must be a table")
     _check_keys(dask, DASK_KEYS, "[dask]", path)
+    workers = dask.get("workers", 0)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise CampaignError(
+            f"{path}: [dask] workers must be a whole number >= 1 (or 0: one a core)"
+        )
     return Campaign(
         output=(base / table.get("output", "runs/campaign")).resolve(),
         trace_dir=trace_dir,
         runs=runs,
         scheduler=str(dask.get("scheduler", "")),
-        workers=int(dask.get("workers", 0)),
+        workers=workers,
         source=path,
         reuse=[(base / r).resolve() for r in reuse],
     )

@@ -45,7 +45,7 @@ class ForestParams:
         one line naming the field, rather than failing in the trainer at every week of the
         run (each failure restarts the trainer, and the run goes on with every job large)."""
         if not 0.0 < self.divider_quantile < 1.0:
-            raise ValueError(f"divider_quantile must be in (0, 1), not {self.divider_quantile}")
+            raise ConfigError(f"divider_quantile must be in (0, 1), not {self.divider_quantile}")
         for name, least in (("n_estimators", 0), ("min_samples_leaf", 1), ("min_train", 0)):
             _integer(name, getattr(self, name), least)
         for name in ("max_depth", "window"):
