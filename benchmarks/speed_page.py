@@ -136,10 +136,10 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   [classification page](classification.md)'s. Around the forests' growth, little is left:
   the forest's vote on a job, and the trainer's rating of the last week's model on its jobs,
   are one call each into the compiled walk (`_cforest.c`; its reference: `FastForest` in
-  `predict/forest.py`), the grower's threads are kept from one week to the next, and its
-  radix sorts count every digit in one sweep (the same trees). Against the code without these
-  (`speed_table.py --compare`, median of 3, the same result files): 0.97 times the time on
-  KTH-SP2, 0.95 on SDSC-SP2 and full HPC2N under classification-idempotent.
+  `predict/forest.py`); the grower keeps its threads, and its trees' bootstrap samples (the
+  same each week once the window is full), from week to week; its radix sorts count every digit
+  in one sweep. Against the code without these (`speed_table.py --compare`, median of 3, same
+  result files): 0.95 to 0.97 times the time; the kept samples alone, 0.98 on full HPC2N.
 - **A campaign's worker reads each trace once.** The paper campaign replays each trace twenty
   times, and reading and converting full HPC2N took 0.7 s of each run. A worker keeps its last
   two traces' workloads as their pickles (16 MB for full HPC2N) and gives each run a copy of
