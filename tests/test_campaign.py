@@ -1000,3 +1000,18 @@ def test_a_run_with_a_forest_and_batsim_5_replays_with_them(tmp_path: Path) -> N
     assert (cli / "jobs.csv").read_bytes() == (folder / "jobs.csv").read_bytes()
     again = run_one(spec, str(tmp_path / "traces"), str(tmp_path / "out"))
     assert again["status"] == "existing"  # the same run: not made again
+
+
+def test_the_campaign_files_of_the_campaigns_page_load_with_the_runs_they_say(
+    tmp_path: Path,
+) -> None:
+    """Every ``toml`` block of docs/campaigns.md is a campaign file that loads, with the number
+    of replays its first line says."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "campaigns.md").read_text()
+    blocks = re.findall(r"^```toml\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
+    assert blocks
+    for number, block in enumerate(blocks):
+        path = tmp_path / f"c{number}.toml"
+        path.write_text(block)
+        said = int(re.search(r"(\d+) replays", block.splitlines()[0]).group(1))
+        assert len(load_campaign(path).runs) == said, block
