@@ -404,7 +404,7 @@ def test_a_wait_for_a_peer_lets_a_signal_through_within_half_a_second() -> None:
     until the wait returns (Python runs its handler between calls, and nothing interrupts the
     wait): ``serve`` once took its whole 60 s peer timeout to stop on a loaded machine. The
     waits of ``serve``, the Batsim stand-in and the trainer are cut into half-second polls."""
-    from batsched_ml.transport.v4 import wait_readable
+    from batsched_ml.transport.sockets import wait_readable
 
     class Silent:
         def __init__(self) -> None:

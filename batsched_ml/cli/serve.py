@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from batsched_ml.results.runfolder import RunIdentity, claim, workload_record
     from batsched_ml.runs.replaying import make_scheduler
     from batsched_ml.serving.served import ServedRun, expected_jobs, serve_and_record
-    from batsched_ml.transport.v4 import bind_rep
+    from batsched_ml.transport.sockets import bind_rep
     from batsched_ml.transport.v5 import features_for, serve
     from batsched_ml.workload.io import dropped_jobs, load_workload, print_dropped
 

@@ -32,7 +32,7 @@ from batsched_ml.predict.forest import FastForest, ForestParams
 from batsched_ml.predict.training import fit_week
 from batsched_ml.trainer.schema import REQUESTS, SchemaError, check_train, decode, encode
 from batsched_ml.trainer.store import ModelStore
-from batsched_ml.transport.v4 import bind_rep, wait_readable
+from batsched_ml.transport.sockets import bind_rep, wait_readable
 
 log = logging.getLogger("batsched_ml.trainer")
 

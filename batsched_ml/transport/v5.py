@@ -101,7 +101,7 @@ def serve(
     on_protocol: Callable[[int], None] | None = None,
 ) -> int:
     """Answer a Batsim on ``endpoint`` (an address to bind, or a socket :func:`~batsched_ml.
-    transport.bind_rep` bound) until the simulation ends; ``protocol``: ``"auto"``
+    transport.sockets.bind_rep` bound) until the simulation ends; ``protocol``: ``"auto"``
     (told by the first frame), ``"4"`` or ``"5"``. ``features``: what to request of a
     Batsim 5 (:func:`features_for`). ``on_protocol`` is told the protocol found. Returns the
     number of messages answered; errors as :func:`batsched_ml.transport.v4.serve`'s."""
