@@ -138,6 +138,11 @@ class RemoteTrainer:
         if self._socket is None:
             socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
             socket.setsockopt(zmq.LINGER, 0)
+            # a trainer process just started binds a moment after this connects: ZeroMQ's
+            # next attempt came 100 ms later (its default interval), which every classified
+            # run waited; 10 ms, doubling up to a second while a trainer stays away
+            socket.setsockopt(zmq.RECONNECT_IVL, 10)
+            socket.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
             socket.connect(self.endpoint)
             self._socket = socket
         return self._socket
