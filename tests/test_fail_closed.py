@@ -233,3 +233,15 @@ def test_a_campaigns_dask_workers_are_a_count(tmp_path) -> None:
     )
     with pytest.raises(CampaignError, match=r"\[dask\] workers must be a whole number"):
         load_campaign(path)
+
+
+def test_an_older_class_clairvoyant_record_still_reads_back() -> None:
+    """A run recorded before 0.25 was the forest's default share holds no ``max_samples``
+    (None, the former default): its record is read back (``collect``, the probes of the
+    results pages), whatever the variant."""
+    from batsched_ml.runs.replaying import config_of_record
+
+    record = ReplayConfig(variant="class-clairvoyant").as_dict()
+    del record["forest"]["max_samples"]
+    config = config_of_record(record)
+    assert config.forest.max_samples is None and config.variant == "class-clairvoyant"

@@ -149,8 +149,14 @@ class ReplayConfig:
 
     def _check_no_forest(self) -> None:
         """The class-clairvoyant variant trains no forest (the true classes need none): a forest
-        setting other than the divider's quantile would be recorded and never applied."""
-        default = dataclasses.replace(ForestParams(), divider_quantile=self.forest.divider_quantile)
+        setting other than the divider's quantile would be recorded and never applied. A
+        ``max_samples`` of None passes: the former default, which the records of runs made
+        before it changed hold (:func:`config_of_record` reads them back)."""
+        default = dataclasses.replace(
+            ForestParams(),
+            divider_quantile=self.forest.divider_quantile,
+            max_samples=None if self.forest.max_samples is None else ForestParams.max_samples,
+        )
         changed = [
             f"{f.name}={getattr(self.forest, f.name)!r}"
             for f in dataclasses.fields(ForestParams)
