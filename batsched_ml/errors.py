@@ -20,6 +20,8 @@ deep inside is *not* a user error: it would otherwise be reported as bad input a
 
 from __future__ import annotations
 
+import math
+
 
 class UserError(Exception):
     """Something in what the user gave (a file, an option, a folder, a peer) is wrong; the
@@ -66,6 +68,25 @@ class TransportError(RuntimeError):
 class ConfigError(UserError, ValueError):
     """A setting that cannot be used: unknown name, wrong type, value out of range, or two
     settings that do not go together."""
+
+
+def check_integer(what: str, value: object, least: int | None = None) -> None:
+    """A setting's check of a whole number (at least ``least``): :class:`ConfigError` naming it
+    otherwise. Constructors and the forest's parameters call it when made, so that a count of 0
+    or a negative seed is one line before a run, not a run that fails, hangs or learns nothing."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"{what} must be an integer, not {value!r}")
+    if least is not None and value < least:
+        raise ConfigError(f"{what} must be an integer >= {least}, not {value}")
+
+
+def check_positive(what: str, value: object) -> None:
+    """A setting's check of a positive, finite number (seconds, a weight): a NaN or a negative
+    one would otherwise run, wrong, or stop the replay half-way."""
+    if isinstance(value, bool) or not (
+        isinstance(value, int | float) and math.isfinite(value) and value > 0
+    ):
+        raise ConfigError(f"{what} must be a positive number, not {value}")
 
 
 class PeerGone(TransportError):

@@ -905,6 +905,8 @@ def test_a_campaign_sets_the_features_the_forest_and_the_batsim_as_the_command_l
         ("max_samples = 2\n", "max_samples 2.0: forest max"),
         ("feature_modes = ['daily']\n", "feature_modes: unknown ['daily']"),
         ("batsim = 6\n", "batsim must be 4 or 5, not 6"),
+        ("starvation_threshold = nan\n", "starvation_threshold must be hours > 0 or 'none'"),
+        ("[dask]\nworkers = -2\n", "[dask] workers must be a whole number (0: one per core)"),
     ],
 )
 def test_a_setting_no_run_applies_is_refused_with_the_reason(

@@ -81,10 +81,7 @@ def _number(text: str) -> float:
 
 def share(text: str) -> float:
     """A share in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text)
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not in (0, 1]")
     return value

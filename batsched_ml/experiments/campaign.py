@@ -433,9 +433,7 @@ def load_campaign(path: str | Path) -> Campaign:
     _check_keys(dask, DASK_KEYS, "[dask]", path)
     workers = dask.get("workers", 0)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise CampaignError(
-            f"{path}: [dask] workers must be a whole number >= 1 (or 0: one a core)"
-        )
+        raise CampaignError(f"{path}: [dask] workers must be a whole number (0: one per core)")
     return Campaign(
         output=(base / table.get("output", "runs/campaign")).resolve(),
         trace_dir=trace_dir,

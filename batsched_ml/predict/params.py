@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from batsched_ml.errors import ConfigError
+from batsched_ml.errors import ConfigError, check_integer
 
 
 @dataclass(frozen=True)
@@ -47,14 +47,14 @@ class ForestParams:
         if not 0.0 < self.divider_quantile < 1.0:
             raise ConfigError(f"divider_quantile must be in (0, 1), not {self.divider_quantile}")
         for name, least in (("n_estimators", 0), ("min_samples_leaf", 1), ("min_train", 0)):
-            _integer(name, getattr(self, name), least)
+            check_integer(f"forest {name}", getattr(self, name), least)
         for name in ("max_depth", "window"):
             if getattr(self, name) is not None:
-                _integer(name, getattr(self, name), 1)
-        _integer("random_state", self.random_state, 0)
+                check_integer(f"forest {name}", getattr(self, name), 1)
+        check_integer("forest random_state", self.random_state, 0)
         if self.random_state >= 2**32:
             raise ConfigError(f"forest random_state must be below 2**32, not {self.random_state}")
-        _integer("n_jobs", self.n_jobs, None)
+        check_integer("forest n_jobs", self.n_jobs)
         if self.n_jobs == 0:
             raise ConfigError("forest n_jobs must not be 0 (a count, or -1 for every core)")
         features = self.max_features
@@ -87,10 +87,3 @@ def _whole(value: Any, least: int) -> bool:
 
 def _share(value: Any) -> bool:
     return isinstance(value, float) and 0.0 < value <= 1.0
-
-
-def _integer(name: str, value: Any, least: int | None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"forest {name} must be an integer, not {value!r}")
-    if least is not None and value < least:
-        raise ConfigError(f"forest {name} must be an integer >= {least}, not {value}")

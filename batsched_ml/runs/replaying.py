@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from batsched_ml import registry
-from batsched_ml.errors import ConfigError
+from batsched_ml.errors import ConfigError, check_positive
 from batsched_ml.gc_control import alive_frozen, collector_paused
 from batsched_ml.predict.params import ForestParams
 from batsched_ml.predict.training import InProcessTrainer, Trainer
@@ -80,15 +79,8 @@ class ReplayConfig:
         predictor is the actual runtime, a ``--policy`` other than fcfs with a dispatcher
         that orders the queue itself, and the probabilistic dispatcher with anything but the
         requested time planned with and backfilling on (:meth:`_check_probabilistic`)."""
-        threshold = self.starvation_threshold
-        if threshold is not None and (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not (math.isfinite(threshold) and threshold > 0)
-        ):
-            raise ConfigError(
-                f"starvation threshold {threshold!r}: a positive number of seconds, or none"
-            )
+        if self.starvation_threshold is not None:
+            check_positive("the starvation threshold (seconds, or none)", self.starvation_threshold)
         if self.variant not in registry.VARIANTS:
             raise ConfigError(
                 f"unknown variant {self.variant!r} (choose from {', '.join(registry.VARIANTS)})"

@@ -33,9 +33,8 @@ from importlib.util import find_spec
 from typing import Protocol, TypeVar
 
 from batsched_ml.alloc import MachineSet, Runs
-from batsched_ml.errors import UserError
+from batsched_ml.errors import UserError, check_integer
 from batsched_ml.scheduler.easy import greedy_allocation
-from batsched_ml.scheduler.parameters import check_at_least
 
 
 class Candidate(Protocol):
@@ -75,7 +74,7 @@ class ConstraintPlanner:
             raise ValueError(f"CPH window must be at least 1 job, not {window}")
         if not budget > 0 or (wall_limit is not None and not wall_limit > 0):
             raise ValueError(f"CPH budget and wall_limit must be positive: {budget}, {wall_limit}")
-        check_at_least("random_state", random_state, 0)
+        check_integer("random_state", random_state, 0)
         if find_spec("ortools") is None:  # imported by solve(); said here, before the run starts
             raise UserError(
                 "the cph dispatcher needs OR-Tools, not installed here: pip install ortools"

@@ -9,7 +9,6 @@ default, so a typo or a wrong type fails before a replay starts, naming what is 
 from __future__ import annotations
 
 import inspect
-import math
 from typing import Any
 
 from batsched_ml.errors import ConfigError
@@ -62,17 +61,3 @@ def constructor_kwargs(
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{label}: {exc}") from None
     return typed
-
-
-def check_positive(what: str, value: float) -> None:
-    """A constructor's check of a positive, finite number (seconds, a weight): ``ValueError``
-    naming it otherwise (:func:`constructor_kwargs` says it as the setting's error). A NaN or a
-    negative one would otherwise run, wrong, or stop the replay half-way."""
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{what} must be a positive number, not {value}")
-
-
-def check_at_least(what: str, value: int, least: int) -> None:
-    """A constructor's check of a count (``ValueError`` naming it when below ``least``)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{what} must be an integer >= {least}, not {value}")

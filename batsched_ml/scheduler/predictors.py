@@ -27,9 +27,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from batsched_ml import registry
+from batsched_ml.errors import check_integer, check_positive
 from batsched_ml.job import Job
 from batsched_ml.plugins import load_plugin
-from batsched_ml.scheduler.parameters import check_at_least, check_positive, constructor_kwargs
+from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.su import SUPrediction
 
 DAY = 86_400.0
@@ -149,11 +150,11 @@ class AdaBoostPrediction:
         random_state: int = 0,
         no_walltime_estimate: float = DAY,
     ) -> None:
-        check_at_least("n_estimators", n_estimators, 1)
+        check_integer("n_estimators", n_estimators, 1)
         check_positive("retrain_every", retrain_every)
-        check_at_least("window", window, 1)
-        check_at_least("min_train", min_train, 1)
-        check_at_least("random_state", random_state, 0)
+        check_integer("window", window, 1)
+        check_integer("min_train", min_train, 1)
+        check_integer("random_state", random_state, 0)
         check_positive("no_walltime_estimate", no_walltime_estimate)
         self.n_estimators = n_estimators
         self.retrain_every = retrain_every

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from batsched_ml.errors import check_integer, check_positive
 from batsched_ml.job import Job
 from batsched_ml.predict.features import zone_of
-from batsched_ml.scheduler.parameters import check_at_least, check_positive
 
 DAY = 86_400.0
 REGRESSORS = ("svr", "rf", "linear")
@@ -101,8 +101,8 @@ class SUPrediction:
             ("max_strings", max_strings),
             ("history", history),
         ):
-            check_at_least(what, count, 1)
-        check_at_least("random_state", random_state, 0)
+            check_integer(what, count, 1)
+        check_integer("random_state", random_state, 0)
         check_positive("recluster_every", recluster_every)
         check_positive("no_walltime_estimate", no_walltime_estimate)
         self.regressor = regressor

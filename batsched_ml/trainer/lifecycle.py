@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from batsched_ml.errors import ConfigError
+from batsched_ml.errors import check_positive
 from batsched_ml.predict.training import Trainer
 from batsched_ml.serving.status import replaced
 from batsched_ml.trainer import needs_nothing
@@ -47,8 +46,7 @@ def trainer(
     ``store``, by default OUT/models, its history in OUT/trainer.sqlite) and stopped at the end;
     otherwise ``choice`` is the endpoint of a running trainer, stopped at the end if ``stop``.
     ``run`` is the run identity sent with ``hello``."""
-    if not (math.isfinite(deadline) and deadline > 0):  # else every week would go unmodelled
-        raise ConfigError(f"trainer deadline {deadline!r}: a positive number of seconds")
+    check_positive("the trainer deadline", deadline)  # else every week would go unmodelled
     if needs_nothing(config.classified, choice):
         yield None
         return
