@@ -1,3 +1,3 @@
-from batsched_ml.cli import main
+from batsched_ml.cli import program
 
-raise SystemExit(main())
+raise SystemExit(program())

@@ -35,9 +35,9 @@ def trace_named(name: str) -> Path:
 
 #: ends a wrapper's code: the command line, run in the wrapper's process
 CLI = """
-from batsched_ml.cli import main
+from batsched_ml.cli import program
 sys.argv[0] = "batsched-ml"
-sys.exit(main())
+sys.exit(program())
 """
 
 

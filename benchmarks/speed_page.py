@@ -113,22 +113,16 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   `pip install -e .`. Against its source, the rest compiled alike
   (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the replay takes about
   1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs on a loaded machine), with
-  the same job table. The classifier, its safeguard and its features (`scheduler/classified.py`,
-  `predict/features.py`) are compiled with the group: a classified replay's own work at each
-  submission and completion (the job's features, the forest's vote, the safeguard's watch) then
-  runs natively, and the whole command takes 0.88 to 0.89 times the time it took with these two
-  modules interpreted (KTH-SP2, SDSC-SP2 and full HPC2N under classification-idempotent, median
-  of 3 each, one run, the same result files); the rest of a classified run's time is the
-  forests' training, which the first job of each week waits for. What compiling cannot take away
-  is CPython's own work around the scheduler: look-ups by job id, the per-job objects, and the
-  protocol's events. Compiled with the group, the events build no faster (full HPC2N under FCFS
-  and SPF: 1.00 and 1.02 times the time, median of 5): mypyc's dataclasses keep the `__init__`
-  that Python's `dataclasses` writes, and take a class constant (`TYPE`) for a field. The EASY
-  pass is typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue by index,
-  so that compiled it reads each job's machines and estimate as native fields: the walk of the
-  long queues behind the head, which was half of RICC's replay under FCFS, now costs a fraction
-  of it (the whole command's time is in the table above). A dispatcher, and the EASY pass, take
-  the queue as a list of `WaitingJob`.
+  the same job table. The classifier, its safeguard and its features are compiled with the
+  group: a classified replay's work at each job (features, the forest's vote, the safeguard's
+  watch) runs natively, 0.88 to 0.89 times the time with the two modules interpreted (KTH-SP2,
+  SDSC-SP2, full HPC2N, classification-idempotent, median of 3, same files). What compiling
+  cannot take away is CPython's work around the scheduler: look-ups by job id, the per-job
+  objects, the protocol's events (compiled, they build no faster: 1.00 and 1.02 times). The
+  EASY pass is
+  typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue by index, so that
+  compiled it reads each job's machines and estimate as native fields: the walk of the long
+  queues behind the head, half of RICC's replay under FCFS, now costs a fraction of it.
 - **A classified run also waits for its side trainer**: a week's forest is trained on the jobs
   finished before the week starts, and the week's first job needs it
   (`benchmarks/trainer_wait.py` measures the wait). The training set-up (`--max-samples`, a
@@ -140,6 +134,12 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   same each week once the window is full), from week to week; its radix sorts count every digit
   in one sweep. Against the code without these (`speed_table.py --compare`, median of 3, same
   result files): 0.95 to 0.97 times the time; the kept samples alone, 0.98 on full HPC2N.
+- **A command ends without a last pass over its objects.** A classified replay keeps millions
+  alive to its end, which the interpreter's exit traversed in the collector's last passes
+  (about a second of full HPC2N). `batsched-ml` freezes them once the command is done and
+  every file is closed (`cli.program`; they are still freed with the modules): with the
+  trainer's importances summed in one pass, 0.95 times the time on full HPC2N and 0.91 on
+  KTH-SP2 (classification-idempotent, same files; `benchmarks/exit_time.py`: the exit alone).
 - **A campaign's worker reads each trace once.** The paper campaign replays each trace twenty
   times, and reading and converting full HPC2N took 0.7 s of each run. A worker keeps its last
   two traces' workloads as their pickles (16 MB for full HPC2N) and gives each run a copy of

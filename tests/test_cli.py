@@ -489,3 +489,28 @@ def test_serve_and_the_trainer_listen_on_loopback_unless_told_otherwise() -> Non
     assert parser.parse_args(["serve", "-o", "x"]).socket == "tcp://127.0.0.1:28000"
     assert parser.parse_args(["trainer"]).socket == "tcp://127.0.0.1:28100"
     assert parser.parse_args(["serve", "-o", "x", "--socket", "tcp://*:1"]).socket == "tcp://*:1"
+
+
+def test_the_program_freezes_what_is_left_only_once_its_command_is_done(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """``batsched-ml`` and ``python -m batsched_ml`` end through ``program``: the command's
+    code, and every object frozen for the exit only after the command returned (``main``,
+    which a process that goes on calls, leaves the collector as it was)."""
+    import gc
+    import tomllib
+
+    from batsched_ml import cli
+
+    events: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: events.append("freeze"))
+    real_main = cli.main
+    monkeypatch.setattr(cli, "main", lambda argv=None: events.append("main") or real_main(argv))
+    assert cli.program(["--version"]) == 0
+    assert events == ["main", "freeze"]
+    assert capsys.readouterr().out.startswith("batsched-ml ")
+    assert main(["--version"]) == 0
+    assert events == ["main", "freeze"]  # main alone: no freeze
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"batsched-ml": "batsched_ml.cli:program"}
+    assert "program()" in (ROOT / "batsched_ml" / "__main__.py").read_text()

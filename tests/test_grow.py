@@ -61,6 +61,11 @@ def assert_grown_as_scikit_learn(x: np.ndarray, y: np.ndarray, params: ForestPar
             mine.missing_go_to_left[inner], reference.missing_go_to_left[inner].astype(np.uint8)
         )
     assert np.array_equal(grown.feature_importances(), theirs.feature_importances_)
+    # the trees' nodes taken together give each tree's own importances, bit for bit
+    every = [t for t in grown.trees if t.node_count > 1]
+    rows = grow._importances_of(every, grown.n_features)
+    for row, tree in zip(rows, every, strict=True):
+        assert row.tobytes() == tree.feature_importances(grown.n_features).tobytes()
     trained = train_forest(x, y, params)
     assert trained.predictor is not None and trained.importances is not None
     expected_arrays = compile_forest(theirs)

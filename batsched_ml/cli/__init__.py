@@ -10,6 +10,7 @@ command runs only when it runs, so that ``--help`` and a mistyped option answer 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -32,7 +33,7 @@ from batsched_ml.cli import (
 from batsched_ml.cli.exits import quiet_broken_pipe, run_command, stdout_gone
 from batsched_ml.cli.parsing import HelpFormatter, Parser, UsageError
 
-__all__ = ["HelpFormatter", "UsageError", "build_parser", "main"]
+__all__ = ["HelpFormatter", "UsageError", "build_parser", "main", "program"]
 
 #: The commands, in the order ``--help`` lists them.
 COMMANDS = (
@@ -107,3 +108,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = list(sys.argv[1:] if argv is None else argv)[:2]
             record = {"command": command, "exit_code": code, "error": error}
             record_exit(status_file, record, token)
+
+
+def program(argv: Sequence[str] | None = None) -> int:
+    """The ``batsched-ml`` program (its script and ``python -m batsched_ml``): :func:`main`, for
+    a process that ends when it returns.
+
+    Then every object left is frozen (``gc.freeze``), so that the interpreter's exit does not
+    traverse them all in the collector's last passes: a classified replay keeps millions of
+    objects to its end (its records, the scheduler's state), and those passes took about a
+    second of full HPC2N's command (``benchmarks/exit_time.py``). Nothing waits on them: every
+    file is written and closed, and the trainer stopped, before :func:`main` returns; the
+    objects are still freed one by one as the modules are cleared, and the system takes back
+    the memory. Only for a process that exits: :func:`main`, called in a process that goes on
+    (the tests, a notebook), leaves the collector as it was."""
+    code = main(argv)
+    gc.freeze()
+    return code

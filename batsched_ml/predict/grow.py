@@ -93,11 +93,41 @@ class GrownForest:
     def feature_importances(self) -> np.ndarray:
         """``RandomForestClassifier.feature_importances_``: the mean over the trees with more
         than a root, over its sum."""
-        every = [t.feature_importances(self.n_features) for t in self.trees if t.node_count > 1]
-        if not every:
+        grown = [t for t in self.trees if t.node_count > 1]
+        if not grown:
             return np.zeros(self.n_features, dtype=np.float64)
+        every = _importances_of(grown, self.n_features)
         mean = np.mean(every, axis=0, dtype=np.float64)
         return np.asarray(mean / np.sum(mean))
+
+
+def _importances_of(trees: list[Tree], n_features: int) -> np.ndarray:
+    """:meth:`Tree.feature_importances` of each tree, one row a tree, with the trees' nodes
+    taken together: the same operations in the same order (each tree's decreases added per
+    feature in node order, ``np.bincount`` adding its weights in order as ``np.add.at`` does,
+    then over the root's weight, then over the row's sum), without forty rounds of small numpy
+    calls a week on the side trainer's answer (``tests/test_grow.py`` compares them)."""
+    sizes = np.array([t.node_count for t in trees])
+    starts = np.concatenate([[0], np.cumsum(sizes[:-1])])
+    left = np.concatenate([t.left for t in trees])
+    right = np.concatenate([t.right for t in trees])
+    wn = np.concatenate([t.weighted_n_node_samples for t in trees])
+    impurity = np.concatenate([t.impurity for t in trees])
+    feature = np.concatenate([t.feature for t in trees])
+    inner = np.flatnonzero(left != -1)
+    tree_of = np.repeat(np.arange(len(trees)), sizes)[inner]
+    left, right = left[inner] + starts[tree_of], right[inner] + starts[tree_of]
+    decrease = wn[inner] * impurity[inner] - wn[left] * impurity[left] - wn[right] * impurity[right]
+    sums = np.bincount(
+        tree_of * n_features + feature[inner], weights=decrease, minlength=len(trees) * n_features
+    )
+    rows = np.asarray(sums, dtype=np.float64).reshape(len(trees), n_features)  # (no copy)
+    rows /= wn[starts][:, np.newaxis]
+    for row in rows:  # (each row's own sum, as one tree's)
+        normalizer = np.sum(row)
+        if normalizer > 0.0:
+            row /= normalizer
+    return rows
 
 
 def grower() -> Any:
