@@ -318,3 +318,25 @@ def test_a_bootstrap_sample_is_drawn_once_and_is_the_draw() -> None:
     assert cold is not None and warm is not None
     for a, b in zip(cold.trees, warm.trees, strict=True):
         assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+
+
+def test_boolean_labels_are_encoded_as_numpy_unique_encodes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The labels of a week (booleans of both kinds) are encoded without np.unique's sort: the
+    same classes and codes it gives, which the grower then receives."""
+    module = _cgrow()
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def grown(_module, _x, encoded, classes, *_rest):
+        seen.append((encoded, classes))
+        return None
+
+    monkeypatch.setattr(grow, "_grown", grown)
+    x, y = job_like(500, 3)
+    assert y.dtype == np.bool_ and y.any() and not y.all()
+    grow.grow_forest(x, y, ForestParams(n_estimators=2))
+    classes, encoded = np.unique(y, return_inverse=True)
+    assert seen[0][1].tobytes() == classes.tobytes() and seen[0][1].dtype == classes.dtype
+    assert seen[0][0].tobytes() == encoded.tobytes() and seen[0][0].dtype == encoded.dtype
+    assert module is grow.grower()

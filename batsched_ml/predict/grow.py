@@ -292,7 +292,11 @@ def grow_forest(x: np.ndarray, y: np.ndarray, params: ForestParams) -> GrownFore
     if module is None or not grows(params, len(y)):
         return None
     x = np.ascontiguousarray(x, dtype=np.float32)
-    classes, encoded = np.unique(y, return_inverse=True)
+    if y.dtype == np.bool_ and y.any() and not y.all():
+        # np.unique's answer for labels of both kinds, without sorting them (a week's 50,000)
+        classes, encoded = np.array([False, True]), y.astype(np.intp)
+    else:
+        classes, encoded = np.unique(y, return_inverse=True)
     if len(classes) != 2 or not np.isfinite(x).all():
         return None
     seeds = tree_seeds(params.random_state, params.n_estimators)
