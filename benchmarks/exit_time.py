@@ -37,7 +37,11 @@ FILES = ("jobs.csv", "classification.csv", "predictions.csv", "summary.json")
 
 def run(ending: str, arguments: list[str]) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", WRAPPER, ending, *arguments], check=True)
+    subprocess.run(
+        [sys.executable, "-c", WRAPPER, ending, *arguments],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - started
 
 
