@@ -108,6 +108,10 @@ STARVATION_THRESHOLD_HOURS = 72.0
 #: submission, or from the jobs of previous weeks only (the paper's simplification)
 FEATURE_MODES: tuple[str, ...] = ("online", "weekly")
 
+#: how far a shaken copy of a trace moves each submission at most, either way, by default
+#: (:mod:`batsched_ml.workload.shake`; ``--shake-seconds``, a campaign's ``shake_seconds``)
+SHAKE_SECONDS = 60
+
 
 def described(methods: Mapping[str, str]) -> str:
     """``name: what it does; ...``: a ``--help`` text made from a registry table, so the help

@@ -10,6 +10,7 @@ that does not apply to a run (a forest parameter of a base run) is refused too.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -227,3 +228,60 @@ def test_an_older_class_clairvoyant_record_still_reads_back() -> None:
     del record["forest"]["max_samples"]
     config = config_of_record(record)
     assert config.forest.max_samples is None and config.variant == "class-clairvoyant"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--variant", "classification", "--trainer", "inprocess", "--trainer-deadline", "5"],
+            "--trainer-deadline goes with a side trainer (--trainer process or ENDPOINT): "
+            "--trainer inprocess trains in this process, with no model store and no wait",
+        ),
+        (
+            [
+                *("--variant", "classification-idempotent", "--trainer", "inprocess"),
+                *("--trainer-store", "models", "--trainer-deadline", "5"),
+            ],
+            "--trainer-store and --trainer-deadline go with a side trainer",
+        ),
+        (["--shake-seconds", "30"], "--shake-seconds goes with --shake SEED"),
+        (
+            [
+                *("--variant", "class-clairvoyant", "--trainer", "inprocess"),
+                *("--feature-mode", "weekly"),
+            ],
+            "feature_mode='weekly': not applied by a fcfs (class-clairvoyant) run",
+        ),
+    ],
+)
+def test_options_a_run_would_not_use_are_refused(
+    tmp_path, capsys, kth_workload, options: list[str], message: str
+) -> None:
+    """Each of these ran, and gave the files of the run without the option: the side
+    trainer's store and wait with the in-process trainer, the amount of a shaking without a
+    shaken copy, the features' mode with the true classes (which use no feature; the mode was
+    recorded in summary.json all the same, and a campaign's feature_modes multiplied the
+    class-clairvoyant runs into identical copies)."""
+    from batsched_ml.cli import main
+
+    workload = tmp_path / "head.json"
+    workload.write_text(json.dumps(workload_head(kth_workload, 300)))
+    out = tmp_path / "out"
+    assert main(["replay", str(workload), "-o", str(out), *options, "-q"]) == 2
+    assert message in capsys.readouterr().err
+    if "feature_mode" not in message:  # refused with the options: nothing written
+        assert not out.exists()
+    else:  # refused when its scheduler is made: the folder says so
+        assert json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+def test_the_trainer_s_options_still_go_with_a_run_that_classifies_nothing() -> None:
+    """The docker compose set-up gives every variant the trainer's endpoint, store and
+    deadline (a base run has no trainer, and stops the one at the endpoint when told)."""
+    from batsched_ml.trainer import unused_trainer_options
+
+    assert unused_trainer_options(False, "inprocess", "models", 5.0) is None
+    assert unused_trainer_options(True, "process", "models", 5.0) is None
+    assert unused_trainer_options(True, "tcp://trainer:28100", "models", 5.0) is None
+    assert unused_trainer_options(True, "inprocess", None, None) is None

@@ -29,7 +29,7 @@ from batsched_ml.registry import (
     VARIANTS,
     described,
 )
-from batsched_ml.trainer import needs_nothing
+from batsched_ml.trainer import DEADLINE, needs_nothing, unused_trainer_options
 
 if TYPE_CHECKING:  # the command line imports the run's modules only when a command runs
     from batsched_ml.runs.replaying import ReplayConfig
@@ -241,9 +241,9 @@ def add_trainer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trainer-deadline",
         type=seconds,
-        default=300.0,
         metavar="SECONDS",
-        help="how long to wait for a weekly model before going on with the last good one",
+        help="how long to wait for a weekly model before going on with the last good one "
+        f"(default {DEADLINE:g})",
     )
 
 
@@ -301,12 +301,23 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def config(args: argparse.Namespace) -> ReplayConfig:
-    """The run configuration of a command with every scheduler option."""
+    """The run configuration of a command with every scheduler option; refused, before
+    anything is written, with the trainer's options it would not use
+    (:func:`~batsched_ml.trainer.unused_trainer_options`)."""
     from batsched_ml.runs.replaying import ReplayConfig
 
     fields = settings(args)
     fields["forest"] = ForestParams(**fields["forest"])
-    return ReplayConfig(**fields)
+    built = ReplayConfig(**fields)
+    unused = unused_trainer_options(
+        built.classified,
+        getattr(args, "trainer", "inprocess"),
+        getattr(args, "trainer_store", None),
+        getattr(args, "trainer_deadline", None),
+    )
+    if unused is not None:
+        raise ConfigError(unused)
+    return built
 
 
 @contextlib.contextmanager
@@ -334,6 +345,7 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
     stop, gets ``None`` here as there, without the trainer's modules (ZeroMQ's among them:
     0.03 s of a short replay's start) being imported."""
     choice = getattr(args, "trainer", "inprocess")
+    store, deadline = getattr(args, "trainer_store", None), getattr(args, "trainer_deadline", None)
     if needs_nothing(config.classified, choice):
         yield None
         return
@@ -344,8 +356,8 @@ def trainer_for(args: argparse.Namespace, config, out_dir: Path, run: dict | Non
         out_dir,
         run,
         choice=choice,
-        store=getattr(args, "trainer_store", None),
-        deadline=getattr(args, "trainer_deadline", 300.0),
+        store=store,
+        deadline=DEADLINE if deadline is None else deadline,
         stop=getattr(args, "stop_trainer", False),
     ) as chosen:
         yield chosen

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from batsched_ml.cli import options
 from batsched_ml.errors import ConfigError
+from batsched_ml.registry import SHAKE_SECONDS
 from batsched_ml.workload import shipped
 
 
@@ -61,9 +62,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     replay.add_argument(
         "--shake-seconds",
         type=int,
-        default=60,
         metavar="S",
-        help="the largest move of a shaken copy, either way (default %(default)s s)",
+        help="with --shake: the largest move of a shaken copy, either way (default "
+        f"{SHAKE_SECONDS} s)",
     )
     replay.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     replay.set_defaults(handler=run)
@@ -76,9 +77,12 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     path = shipped.resolve(args.workload)
     config = options.config(args)
-    if args.shake < 0 or args.shake_seconds < 0:
+    seconds = SHAKE_SECONDS if args.shake_seconds is None else args.shake_seconds
+    if args.shake < 0 or seconds < 0:
         raise ConfigError("--shake and --shake-seconds take 0 or a positive number")
-    shaking = {"seed": args.shake, "seconds": args.shake_seconds} if args.shake else None
+    if args.shake_seconds is not None and not args.shake:  # else replayed unshaken, silently
+        raise ConfigError("--shake-seconds goes with --shake SEED (a shaken copy of the trace)")
+    shaking = {"seed": args.shake, "seconds": seconds} if args.shake else None
     label = f"{path.name} {config.policy}"
     result, summary = replay_into(
         args.output,

@@ -389,7 +389,13 @@ def _build_scheduler(
             variant=config.variant,
             trainer=trainer,
             calendar=calendar,
-            feature_mode=config.feature_mode,
+            # the true classes use no feature: the mode is not read, so a mode other than
+            # the default is refused (recorded, it would never apply)
+            feature_mode=(
+                registry.FEATURE_MODES[0]
+                if config.variant == "class-clairvoyant"
+                else config.feature_mode
+            ),
             starvation_threshold=config.starvation_threshold,
             audit=audit,
             predictor=predictor,

@@ -10,3 +10,30 @@ def needs_nothing(classified: bool, choice: str) -> bool:
     endpoint) needs no trainer at all: trained in process, or a run that classifies nothing
     with no trainer of its own (one at an endpoint may still be asked to stop at the end)."""
     return choice == "inprocess" or (choice == "process" and not classified)
+
+
+#: How long a run waits for a week's model by default (``--trainer-deadline``), in seconds.
+DEADLINE = 300.0
+
+
+def unused_trainer_options(
+    classified: bool, choice: str, store: object | None, deadline: float | None
+) -> str | None:
+    """Why ``--trainer-store`` or ``--trainer-deadline`` (given: not ``None``) would go unused,
+    or ``None``: they set the side trainer's store and the wait for its models, and a classified
+    run trained in process has neither (it would run without a word about them). A run that
+    classifies nothing is left alone: the docker compose set-up passes them to every variant."""
+    if not classified or choice != "inprocess":
+        return None
+    given = [
+        name
+        for name, value in (("--trainer-store", store), ("--trainer-deadline", deadline))
+        if value is not None
+    ]
+    if not given:
+        return None
+    verb = "go" if len(given) > 1 else "goes"
+    return (
+        f"{' and '.join(given)} {verb} with a side trainer (--trainer process or ENDPOINT): "
+        "--trainer inprocess trains in this process, with no model store and no wait"
+    )

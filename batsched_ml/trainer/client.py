@@ -21,6 +21,7 @@ import zmq
 from batsched_ml.errors import UserError
 from batsched_ml.predict.forest import ForestParams
 from batsched_ml.predict.training import WeeklyModel
+from batsched_ml.trainer import DEADLINE
 from batsched_ml.trainer.process import TrainerProcess
 from batsched_ml.trainer.schema import REPLIES, SchemaError, decode, encode, finished_field
 from batsched_ml.trainer.store import ModelRejected, ModelStore
@@ -70,7 +71,7 @@ class RemoteTrainer:
         store_dir: str | Path,
         params: ForestParams,
         *,
-        deadline: float = 300.0,
+        deadline: float = DEADLINE,
         process: TrainerProcess | None = None,
         run: dict[str, Any] | None = None,
     ) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from batsched_ml.errors import check_positive
 from batsched_ml.predict.training import Trainer
 from batsched_ml.serving.status import replaced
-from batsched_ml.trainer import needs_nothing
+from batsched_ml.trainer import DEADLINE, needs_nothing
 from batsched_ml.trainer.client import RemoteTrainer, stop_trainer
 from batsched_ml.trainer.process import TrainerProcess
 
@@ -37,7 +37,7 @@ def trainer(
     *,
     choice: str = "inprocess",
     store: str | Path | None = None,
-    deadline: float = 300.0,
+    deadline: float = DEADLINE,
     stop: bool = False,
 ) -> Iterator[Trainer | None]:
     """The trainer a run with ``config`` (a :class:`~batsched_ml.runs.replaying.ReplayConfig`) uses:

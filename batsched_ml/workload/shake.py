@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_SECONDS = 60
+from batsched_ml.registry import SHAKE_SECONDS as DEFAULT_SECONDS
 
 
 def shake(workload: dict[str, Any], seed: int, seconds: int = DEFAULT_SECONDS) -> dict[str, Any]:
