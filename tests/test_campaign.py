@@ -907,6 +907,7 @@ def test_a_campaign_sets_the_features_the_forest_and_the_batsim_as_the_command_l
         ("batsim = 6\n", "batsim must be 4 or 5, not 6"),
         ("starvation_threshold = nan\n", "starvation_threshold must be hours > 0 or 'none'"),
         ("[dask]\nworkers = -2\n", "[dask] workers must be a whole number (0: one per core)"),
+        ("shake_seconds = 30\n", "shake_seconds = 30 moves the submissions of the shaken copies"),
     ],
 )
 def test_a_setting_no_run_applies_is_refused_with_the_reason(
@@ -917,6 +918,26 @@ def test_a_setting_no_run_applies_is_refused_with_the_reason(
     if "fits no run" not in message:  # refused whatever the variants
         with pytest.raises(CampaignError, match=re.escape(message)):
             load_campaign(_campaign_file(tmp_path, body, '["classification"]'))
+
+
+def test_the_features_mode_multiplies_only_the_runs_that_compute_features(tmp_path: Path) -> None:
+    """The class-clairvoyant variant reads no feature (the true classes): one run, whatever
+    ``feature_modes`` holds (it made one identical run per mode), as the base's."""
+    campaign = load_campaign(
+        _campaign_file(
+            tmp_path,
+            "feature_modes = ['online', 'weekly']\n",
+            '["base", "class-clairvoyant", "classification"]',
+        )
+    )
+    assert [s.folder(Path("o")).name for s in campaign.runs] == [
+        "fcfs-base",
+        "fcfs-class-clairvoyant",
+        "fcfs-classification",
+        "fcfs-classification-features=weekly",
+    ]
+    shaken = load_campaign(_campaign_file(tmp_path, "copies = 2\nshake_seconds = 30\n"))
+    assert [s.folder(Path("o")).name for s in shaken.runs] == ["fcfs-base", "fcfs-base-copy1s30"]
 
 
 def test_the_variants_that_train_no_forest_run_with_the_default_seed(tmp_path: Path) -> None:

@@ -277,7 +277,8 @@ CAMPAIGN_KEYS: dict[str, str] = {
     "variants": "variants (required): " + ", ".join(VARIANTS),
     "seeds": "forest seeds, for the variants that train one (default [0])",
     "copies": "shaken copies of each trace, the trace itself included (default 1)",
-    "shake_seconds": f"how far a shaken copy moves submissions (default {DEFAULT_SHAKE_SECONDS})",
+    "shake_seconds": f"how far a shaken copy moves submissions, with copies > 1 (default "
+    f"{DEFAULT_SHAKE_SECONDS})",
     "predictors": "runtime predictors (default [requested]): "
     + ", ".join(PREDICTORS)
     + ", or a plug-in (an import path or an entry point)",
@@ -426,6 +427,12 @@ def load_campaign(path: str | Path) -> Campaign:
                 runs.append(spec)
     if not runs:
         raise CampaignError(f"{path}: no run: the run configuration refuses every combination")
+    shaking = [t["shake_seconds"] for t in (table, *grids) if "shake_seconds" in t]
+    if shaking and not any(spec.copy > 0 for spec in runs):  # else set and never applied
+        raise CampaignError(
+            f"{path}: [campaign] shake_seconds = {shaking[0]} moves the submissions of the "
+            "shaken copies, and there is none: copies = 1 replays the trace itself only"
+        )
     _one_file_per_name(runs, trace_dir, path)
     dask = config.get("dask", {})
     if not isinstance(dask, dict):
