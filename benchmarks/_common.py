@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import subprocess
@@ -55,6 +56,29 @@ def run_wrapped(prelude: str, arguments: list[str], tag: str) -> tuple[float, An
     seconds = time.perf_counter() - started
     line = next(line for line in done.stderr.splitlines() if line.startswith(f"{tag} "))
     return seconds, json.loads(line[len(tag) + 1 :])
+
+
+def classified_run_arguments(doc: str | None, repeat: int) -> tuple[argparse.Namespace, Path]:
+    """The options of a benchmark that times a classified replay command (``--trace``, full
+    HPC2N by default; ``--variant``; ``--repeat``), parsed, and the trace's path."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--trace", default="HPC2N-2002-2.2-cln")
+    parser.add_argument("--variant", default="classification-idempotent")
+    parser.add_argument("--repeat", type=int, default=repeat)
+    args = parser.parse_args()
+    return args, trace_named(args.trace)
+
+
+def same_files(folder: Path, first: str, second: str, turns: int, names: tuple[str, ...]) -> bool:
+    """Whether the runs ``FIRST<turn>`` and ``SECOND<turn>`` in ``folder`` wrote the same
+    ``names`` (those the first has), byte for byte, at every turn."""
+    return all(
+        (folder / f"{first}{turn}" / name).read_bytes()
+        == (folder / f"{second}{turn}" / name).read_bytes()
+        for turn in range(turns)
+        for name in names
+        if (folder / f"{first}{turn}" / name).exists()
+    )
 
 
 def write_between_markers(page: Path, tables: dict[str, str]) -> None:

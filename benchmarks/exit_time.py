@@ -13,7 +13,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import trace_named
+from _common import classified_run_arguments, same_files
 
 #: the command line in a new process, ended by ``program`` (as shipped) or ``main`` alone
 WRAPPER = """
@@ -46,12 +45,7 @@ def run(ending: str, arguments: list[str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--trace", default="HPC2N-2002-2.2-cln")
-    parser.add_argument("--variant", default="classification-idempotent")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    path = trace_named(args.trace)
+    args, path = classified_run_arguments(__doc__, repeat=3)
     times: dict[str, list[float]] = {ending: [] for ending in ENDINGS}
     with tempfile.TemporaryDirectory() as tmp:
         for turn in range(args.repeat):
@@ -59,13 +53,7 @@ def main() -> None:
                 out = Path(tmp) / f"{ending}{turn}"
                 command = ["replay", str(path), "--variant", args.variant, "-q", "-o", str(out)]
                 times[ending].append(run(ending, command))
-        same = all(
-            (Path(tmp) / f"program{turn}" / name).read_bytes()
-            == (Path(tmp) / f"main{turn}" / name).read_bytes()
-            for turn in range(args.repeat)
-            for name in FILES
-            if (Path(tmp) / f"program{turn}" / name).exists()
-        )
+        same = same_files(Path(tmp), "program", "main", args.repeat, FILES)
     print(f"{path.name}, --variant {args.variant}, median of {args.repeat}, in turn")
     print("| ended by | whole command (median) | min-max |")
     print("|---|---|---|")

@@ -12,13 +12,12 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import run_wrapped, trace_named
+from _common import classified_run_arguments, run_wrapped, same_files
 
 #: run the command line in this process after, for "load-only", putting back the collector
 #: policy before the survivors were frozen; print the collector's counters at exit
@@ -66,12 +65,7 @@ def run(mode: str, args: list[str], out: Path) -> tuple[float, list[dict[str, An
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--trace", default="HPC2N-2002-2.2-cln")
-    parser.add_argument("--variant", default="classification-idempotent")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    path = trace_named(args.trace)
+    args, path = classified_run_arguments(__doc__, repeat=3)
     command = [str(path), "--variant", args.variant]
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
     stats: dict[str, list[dict[str, int]]] = {}
@@ -80,13 +74,7 @@ def main() -> None:
             for mode in MODES:
                 seconds, stats[mode] = run(mode, command, Path(tmp) / f"{mode}{turn}")
                 times[mode].append(seconds)
-        same = all(
-            (Path(tmp) / f"survivors{turn}" / name).read_bytes()
-            == (Path(tmp) / f"load-only{turn}" / name).read_bytes()
-            for turn in range(args.repeat)
-            for name in FILES
-            if (Path(tmp) / f"survivors{turn}" / name).exists()
-        )
+        same = same_files(Path(tmp), "survivors", "load-only", args.repeat, FILES)
     print(f"{path.name}, --variant {args.variant}, median of {args.repeat}, in turn")
     print(
         "| frozen | young passes | middle | full | objects found | in the passes | whole command |"

@@ -14,13 +14,12 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
 from pathlib import Path
 
-from _common import run_wrapped, trace_named
+from _common import classified_run_arguments, run_wrapped
 
 #: the command line in this process, each request to the trainer timed; totals printed at exit
 WRAPPER = """
@@ -47,12 +46,7 @@ atexit.register(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--trace", default="HPC2N-2002-2.2-cln")
-    parser.add_argument("--variant", default="classification-idempotent")
-    parser.add_argument("--repeat", type=int, default=1)
-    args = parser.parse_args()
-    path = trace_named(args.trace)
+    args, path = classified_run_arguments(__doc__, repeat=1)
     walls: list[float] = []
     waits: list[float] = []
     trains: list[float] = []
