@@ -908,6 +908,7 @@ def test_a_campaign_sets_the_features_the_forest_and_the_batsim_as_the_command_l
         ("starvation_threshold = nan\n", "starvation_threshold must be hours > 0 or 'none'"),
         ("[dask]\nworkers = -2\n", "[dask] workers must be a whole number (0: one per core)"),
         ("shake_seconds = 30\n", "shake_seconds = 30 moves the submissions of the shaken copies"),
+        ("seeds = [0, 7]\n", "seeds 7 fits no run: a seed is the forest's, and no variant"),
     ],
 )
 def test_a_setting_no_run_applies_is_refused_with_the_reason(

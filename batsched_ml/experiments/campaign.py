@@ -544,6 +544,15 @@ def _expand_table(table: dict[str, Any], path: Path, trace_dir: Path) -> list[Ru
             if name not in used:
                 why = _why_none({**axes, attribute: [name]})
                 raise CampaignError(f"{path}: [campaign] {key}: {name} is in no run: {why}")
+    # a seed no run takes (only variants that train no forest, which run with seed 0) would
+    # be set and never applied
+    seeded = {spec.seed for spec in runs}
+    for seed in seeds:
+        if seed != 0 and seed not in seeded:
+            raise CampaignError(
+                f"{path}: [campaign] seeds {seed} fits no run: a seed is the forest's, and no "
+                f"variant of this grid trains one ({', '.join(variants)} run once, with seed 0)"
+            )
     return runs
 
 
