@@ -285,3 +285,10 @@ def test_the_trainer_s_options_still_go_with_a_run_that_classifies_nothing() -> 
     assert unused_trainer_options(True, "process", "models", 5.0) is None
     assert unused_trainer_options(True, "tcp://trainer:28100", "models", 5.0) is None
     assert unused_trainer_options(True, "inprocess", None, None) is None
+    assert unused_trainer_options(False, "tcp://trainer:28100", None, None, stop=True) is None
+    for choice in ("inprocess", "process"):  # none left running: nothing to stop
+        refusal = unused_trainer_options(False, choice, None, None, stop=True)
+        assert refusal == (
+            "--stop-trainer goes with --trainer ENDPOINT (a running trainer): "
+            f"--trainer {choice} leaves none running when the run ends"
+        )

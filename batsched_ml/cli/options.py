@@ -314,6 +314,7 @@ def config(args: argparse.Namespace) -> ReplayConfig:
         getattr(args, "trainer", "inprocess"),
         getattr(args, "trainer_store", None),
         getattr(args, "trainer_deadline", None),
+        getattr(args, "stop_trainer", False),
     )
     if unused is not None:
         raise ConfigError(unused)

@@ -17,12 +17,24 @@ DEADLINE = 300.0
 
 
 def unused_trainer_options(
-    classified: bool, choice: str, store: object | None, deadline: float | None
+    classified: bool,
+    choice: str,
+    store: object | None,
+    deadline: float | None,
+    stop: bool = False,
 ) -> str | None:
-    """Why ``--trainer-store`` or ``--trainer-deadline`` (given: not ``None``) would go unused,
-    or ``None``: they set the side trainer's store and the wait for its models, and a classified
-    run trained in process has neither (it would run without a word about them). A run that
-    classifies nothing is left alone: the docker compose set-up passes them to every variant."""
+    """Why ``--trainer-store`` or ``--trainer-deadline`` (given: not ``None``) or
+    ``--stop-trainer`` would go unused, or ``None``. The first two set the side trainer's store
+    and the wait for its models, and a classified run trained in process has neither (it would
+    run without a word about them); a run that classifies nothing is left alone, as the docker
+    compose set-up passes them to every variant. ``--stop-trainer`` stops a trainer at an
+    endpoint: in process there is none, and a trainer process the run starts is stopped with
+    it anyway."""
+    if stop and choice in ("inprocess", "process"):
+        return (
+            "--stop-trainer goes with --trainer ENDPOINT (a running trainer): "
+            f"--trainer {choice} leaves none running when the run ends"
+        )
     if not classified or choice != "inprocess":
         return None
     given = [
