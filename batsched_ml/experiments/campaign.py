@@ -106,7 +106,8 @@ from batsched_ml.workload.shake import DEFAULT_SECONDS as DEFAULT_SHAKE_SECONDS
 
 #: the forest's defaults (the command line's)
 FOREST_DEFAULTS = ForestParams()
-#: the variants that train a forest: the ones a campaign's seeds multiply
+#: the variants that train a forest, the costly ones (:data:`COST_FACTORS`; which runs a seed
+#: multiplies is decided by what their scheduler reads, :func:`expand`)
 SEEDED_VARIANTS = ("classification", "classification-idempotent", "classification-guarded")
 
 
@@ -629,7 +630,8 @@ def expand(
 ) -> list[RunSpec]:
     """Every run of the campaign, once, for each of the ``copies`` of each trace (a name, or a
     path: :func:`trace_entry`, relative paths from ``trace_dir``): seeds
-    multiply only the variants that train a forest; of the product of the rest, the
+    multiply only the runs whose scheduler reads the forest's seed (:func:`valid`: the others
+    run once, with seed 0); of the product of the rest, the
     combinations that the run configuration accepts (:func:`valid`: one validation, the
     replay's own). Option texts (see :func:`options_text`) go with the predictors and
     dispatchers whose constructors take them."""
@@ -639,8 +641,7 @@ def expand(
         trace, trace_file = trace_entry(entry, trace_dir)
         for policy in policies:
             for variant in variants:
-                # the variants that train no forest run once, with the default seed (0)
-                for seed in seeds if variant in SEEDED_VARIANTS else [0]:
+                for seed in seeds:
                     for (
                         c_opts,
                         predictor,
@@ -669,6 +670,8 @@ def expand(
                             classifier_options=c_opts,
                             trace_file=trace_file,
                         )
+                        if seed and not valid(spec):  # a run that reads no seed (it trains
+                            spec = dataclasses.replace(spec, seed=0)  # no forest): once, seed 0
                         if spec in seen or not valid(spec):
                             continue
                         seen.add(spec)
