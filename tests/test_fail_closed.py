@@ -270,10 +270,7 @@ def test_options_a_run_would_not_use_are_refused(
     out = tmp_path / "out"
     assert main(["replay", str(workload), "-o", str(out), *options, "-q"]) == 2
     assert message in capsys.readouterr().err
-    if "feature_mode" not in message:  # refused with the options: nothing written
-        assert not out.exists()
-    else:  # refused when its scheduler is made: the folder says so
-        assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    assert not out.exists()  # refused with the options: nothing written
 
 
 def test_the_trainer_s_options_still_go_with_a_run_that_classifies_nothing() -> None:
@@ -292,3 +289,26 @@ def test_the_trainer_s_options_still_go_with_a_run_that_classifies_nothing() -> 
             "--stop-trainer goes with --trainer ENDPOINT (a running trainer): "
             f"--trainer {choice} leaves none running when the run ends"
         )
+
+
+def test_a_setting_the_scheduler_would_not_read_leaves_no_run_folder(
+    tmp_path, monkeypatch, capsys, kth_workload
+) -> None:
+    """Refused by the rule the scheduler is made by (``not_applied``), asked before the run's
+    folder is claimed: by ``serve`` (which binds and claims nothing then) and by the run
+    pipeline itself (campaigns, ``paper-results``), not only by the command line's replay."""
+    from batsched_ml.cli import main
+    from batsched_ml.runs.pipeline import replay_into
+
+    monkeypatch.chdir(tmp_path)
+    refused = ["--variant", "class-clairvoyant", "--feature-mode", "weekly"]
+    assert main(["serve", "-o", "served", "--socket", "tcp://127.0.0.1:0", *refused]) == 2
+    assert "feature_mode='weekly': not applied by a fcfs (class-clairvoyant)" in (
+        capsys.readouterr().err
+    )
+    workload = tmp_path / "head.json"
+    workload.write_text(json.dumps(workload_head(kth_workload, 50)))
+    config = ReplayConfig(variant="class-clairvoyant", feature_mode="weekly")
+    with pytest.raises(ConfigError, match="feature_mode='weekly': not applied"):
+        replay_into(tmp_path / "replayed", workload, config)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["head.json"]

@@ -303,8 +303,10 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 def config(args: argparse.Namespace) -> ReplayConfig:
     """The run configuration of a command with every scheduler option; refused, before
     anything is written, with the trainer's options it would not use
-    (:func:`~batsched_ml.trainer.unused_trainer_options`)."""
-    from batsched_ml.runs.replaying import ReplayConfig
+    (:func:`~batsched_ml.trainer.unused_trainer_options`) and with a setting its scheduler
+    would not read (:func:`~batsched_ml.runs.replaying.not_applied`, the rule the scheduler is
+    made by: asked here, a refusal leaves no run folder behind)."""
+    from batsched_ml.runs.replaying import ReplayConfig, not_applied
 
     fields = settings(args)
     fields["forest"] = ForestParams(**fields["forest"])
@@ -318,6 +320,9 @@ def config(args: argparse.Namespace) -> ReplayConfig:
     )
     if unused is not None:
         raise ConfigError(unused)
+    refusal = not_applied(built)
+    if refusal is not None:
+        raise ConfigError(refusal)
     return built
 
 

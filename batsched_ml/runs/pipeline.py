@@ -21,10 +21,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.errors import ConfigError
 from batsched_ml.gc_control import collector_paused
 from batsched_ml.results.outputs import write_replay
 from batsched_ml.results.runfolder import RunFolder, RunIdentity, claim, workload_record
-from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, run_replay
+from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, not_applied, run_replay
 from batsched_ml.workload.io import dropped_jobs, load_workload, report_dropped
 from batsched_ml.workload.shake import shake
 
@@ -125,13 +126,18 @@ def replay_into(
     """Replay ``path`` under ``config`` into the run folder ``output``; return the result and
     its summary (``summary.json``).
 
-    Bad input stops the run before anything is written. ``say_dropped``: the jobs the
+    Bad input, and a setting the run would not apply
+    (:func:`~batsched_ml.runs.replaying.not_applied`), stop the run before anything is
+    written. ``say_dropped``: the jobs the
     cleaning rules dropped are said on stderr (the command line) rather than only recorded in
     ``run.json`` and ``summary.json`` (a campaign says them once per trace). ``progress``
     makes, from the number of jobs, the context of a progress callback; ``trainer`` makes,
     from the claimed folder, the context of a classified run's trainer (``None``: trained in
     process). ``batsim``: the Batsim played, 4 (4.2.1) or 5 (5.0.0-rc2). ``workloads``: where
     the workload is loaded from and kept for the next runs (a campaign's worker)."""
+    refusal = not_applied(config)  # a setting the run would not apply: nothing read or written
+    if refusal is not None:
+        raise ConfigError(refusal)
     if identity is None:
         identity = identity_of(path, config, lenient=lenient, shaking=shaking, batsim=batsim)
     # bad input: nothing written
