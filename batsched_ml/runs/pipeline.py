@@ -128,13 +128,13 @@ def replay_into(
 
     Bad input, and a setting the run would not apply
     (:func:`~batsched_ml.runs.replaying.not_applied`), stop the run before anything is
-    written. ``say_dropped``: the jobs the
-    cleaning rules dropped are said on stderr (the command line) rather than only recorded in
-    ``run.json`` and ``summary.json`` (a campaign says them once per trace). ``progress``
-    makes, from the number of jobs, the context of a progress callback; ``trainer`` makes,
-    from the claimed folder, the context of a classified run's trainer (``None``: trained in
-    process). ``batsim``: the Batsim played, 4 (4.2.1) or 5 (5.0.0-rc2). ``workloads``: where
-    the workload is loaded from and kept for the next runs (a campaign's worker)."""
+    written. ``say_dropped``: the jobs the cleaning rules dropped are said on stderr (the
+    command line) rather than only recorded in ``run.json`` and ``summary.json`` (a campaign
+    says them once per trace). ``progress`` makes, from the number of jobs, the context of a
+    progress callback; ``trainer`` makes, from the claimed folder, the context of a classified
+    run's trainer (``None``: trained in process). ``batsim``: the Batsim played, 4 (4.2.1) or
+    5 (5.0.0-rc2). ``workloads``: where the workload is loaded from and kept for the next runs
+    (a campaign's worker)."""
     refusal = not_applied(config)  # a setting the run would not apply: nothing read or written
     if refusal is not None:
         raise ConfigError(refusal)
