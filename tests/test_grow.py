@@ -171,6 +171,33 @@ def test_rank_is_numpys_unique() -> None:
     assert 0.0 in compiled_ranks[1][compiled_ranks[2][1] : compiled_ranks[2][2]]
 
 
+def test_rank_finds_the_distinct_values_by_hashing_or_by_sorting_the_rows() -> None:
+    """Columns with a few, some thousands, and too many distinct values for the compiled rank's
+    table (more than a quarter of the rows, or than 2**15): the hashed and the sorted paths,
+    and the table's growth, give numpy.unique's arrays."""
+    module = _cgrow()
+    rng = np.random.default_rng(15)
+    n = 160_000
+    x = np.empty((n, 5), dtype=np.float32)
+    x[:, 0] = rng.integers(0, 3, n)  # 3 values
+    x[:, 1] = rng.integers(-3000, 3000, n) / np.float32(7.0)  # 6,000: the table grows
+    x[:, 2] = rng.permutation(np.arange(n) % 36_000)  # 36,000 values: beyond the table
+    x[:, 3] = rng.normal(size=n)  # every row its own value: the rows sorted
+    x[:, 4] = np.where(rng.random(n) < 0.5, -0.0, 0.0)  # one value, two signs
+    reference = grow.ranked(x)
+    for mine, expected in zip(grow.ranked(x, module), reference, strict=True):
+        assert mine.dtype == expected.dtype and np.array_equal(mine, expected)
+    assert np.diff(reference[2]).tolist()[:3] == [3, 6000, 36_000]
+    assert reference[1][-1] == 0.0 and not np.signbit(reference[1][-1])
+    one = np.empty((1, n), dtype=np.int32)
+    values = np.empty(n, dtype=np.float32)
+    offsets = np.empty(2, dtype=np.int64)
+    module.rank(x, one, values, offsets, 1)  # one column, read in place
+    assert np.array_equal(one[0], reference[0][1])
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        module.rank(x, one, values, offsets, 5)
+
+
 def test_what_it_does_not_grow_is_left_to_scikit_learn(monkeypatch: pytest.MonkeyPatch) -> None:
     _cgrow()
     x, y = job_like(500, 15)

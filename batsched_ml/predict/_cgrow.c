@@ -637,15 +637,116 @@ done:
     return result;
 }
 
-/* rank(x, ranks, values, offsets) -> None: each column of x (float32, (rows, features),
- * finite) ranked: its distinct values ascending into values[offsets[f]:offsets[f + 1]], each
- * row's rank among them into ranks[f] ((features, rows) int32). -0.0 counts as 0.0 (equal
- * values, as numpy.unique has them). */
+/* The float whose sort key (rank_columns) is k: the key inverted. */
+static inline float
+value_of(uint32_t k)
+{
+    uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    float v;
+    memcpy(&v, &u, sizeof(v));
+    return v;
+}
+
+/* An open-addressing set of sort keys (linear probing), and each slot's rank once sorted.
+ * EMPTY is the key of a NaN, which a column never holds (finite values). */
+#define EMPTY UINT32_MAX
+#define TABLE_BITS_MAX 16 /* more distinct values than 2**15: the rows are sorted instead */
+
+typedef struct {
+    uint32_t *keys;
+    int32_t *slot_rank;
+    int bits;
+} Table;
+
+static inline uint32_t
+slot_of(const Table *t, uint32_t k)
+{
+    uint32_t mask = ((uint32_t)1 << t->bits) - 1;
+    uint32_t s = (uint32_t)(k * 2654435769u) >> (32 - t->bits);
+    while (t->keys[s] != k && t->keys[s] != EMPTY)
+        s = (s + 1) & mask;
+    return s;
+}
+
+/* The table emptied, with 2**bits slots; 0, or -1 without memory. */
+static int
+table_reset(Table *t, int bits)
+{
+    if (t->bits != bits || t->keys == NULL) {
+        free(t->keys);
+        free(t->slot_rank);
+        t->keys = malloc(sizeof(uint32_t) << bits);
+        t->slot_rank = malloc(sizeof(int32_t) << bits);
+        t->bits = bits;
+        if (t->keys == NULL || t->slot_rank == NULL)
+            return -1;
+    }
+    memset(t->keys, 0xff, sizeof(uint32_t) << bits);
+    return 0;
+}
+
+/* Ranks a column of sort keys without sorting its rows: its distinct keys gathered in a hash
+ * table, only they sorted (a week's column holds 3 to a few thousand distinct values among
+ * 50,000 rows), then each row's rank read from its key's slot. Writes rank[0:n] and the
+ * distinct values ascending into values; returns how many, -1 when there are too many for the
+ * table (the caller sorts the rows), -2 without memory. `keys` and `spare` hold n each. */
+static int64_t
+rank_hashed(const uint32_t *column, int64_t n, Table *t, uint64_t *keys, uint64_t *spare,
+            int32_t *rank, float *values)
+{
+    int bits = 10;
+    int64_t count = 0;
+    if (table_reset(t, bits) < 0)
+        return -2;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t k = column[i];
+        if (k == EMPTY)
+            return -1;
+        uint32_t s = slot_of(t, k);
+        if (t->keys[s] == EMPTY) {
+            t->keys[s] = k;
+            if (++count * 2 > ((int64_t)1 << bits)) { /* half full: twice the slots */
+                if (bits == TABLE_BITS_MAX || 4 * count > n)
+                    return -1;
+                int64_t m = 0;
+                for (int64_t j = 0; j < ((int64_t)1 << bits); j++)
+                    if (t->keys[j] != EMPTY)
+                        keys[m++] = (uint64_t)t->keys[j] << 32;
+                if (table_reset(t, ++bits) < 0)
+                    return -2;
+                for (int64_t j = 0; j < m; j++) {
+                    uint32_t kj = (uint32_t)(keys[j] >> 32);
+                    t->keys[slot_of(t, kj)] = kj;
+                }
+            }
+        }
+    }
+    int64_t m = 0;
+    for (int64_t j = 0; j < ((int64_t)1 << bits); j++)
+        if (t->keys[j] != EMPTY)
+            keys[m++] = (uint64_t)t->keys[j] << 32;
+    uint64_t *sorted = radix_sort(keys, spare, m, 32);
+    for (int64_t j = 0; j < m; j++) {
+        uint32_t k = (uint32_t)(sorted[j] >> 32);
+        values[j] = value_of(k);
+        t->slot_rank[slot_of(t, k)] = (int32_t)j;
+    }
+    for (int64_t i = 0; i < n; i++)
+        rank[i] = t->slot_rank[slot_of(t, column[i])];
+    return m;
+}
+
+/* rank(x, ranks, values, offsets, first=0) -> None: columns first .. first + k - 1 of x
+ * (float32, (rows, features), finite; k = ranks.shape[0]) ranked: column first + f's distinct
+ * values ascending into values[offsets[f]:offsets[f + 1]], each row's rank among them into
+ * ranks[f] ((k, rows) int32). -0.0 counts as 0.0 (equal values, as numpy.unique has them).
+ * x is read where it is: threads that rank different columns share it, with no copy. */
 static PyObject *
 rank_columns(PyObject *self, PyObject *args)
 {
     PyObject *objs[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
+    Py_ssize_t first = 0;
+    if (!PyArg_ParseTuple(args, "OOOO|n", &objs[0], &objs[1], &objs[2], &objs[3], &first))
         return NULL;
     static const char *names[] = {"x", "ranks", "values", "offsets"};
     static const char kinds[] = "fifq";
@@ -659,8 +760,9 @@ rank_columns(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     if (got < 4)
         goto done;
-    int64_t n_rows = views[0].shape[0], n_features = views[0].shape[1];
-    if (views[1].shape[0] != n_features || views[1].shape[1] != n_rows ||
+    int64_t n_rows = views[0].shape[0], width = views[0].shape[1];
+    int64_t n_features = views[1].shape[0];
+    if (first < 0 || first + n_features > width || views[1].shape[1] != n_rows ||
         views[2].shape[0] != n_features * n_rows || views[3].shape[0] != n_features + 1 ||
         n_rows < 1 || n_rows >= ((int64_t)1 << 31)) {
         PyErr_SetString(PyExc_ValueError, "rank: inconsistent shapes");
@@ -674,40 +776,51 @@ rank_columns(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)n_rows);
     uint64_t *spare = malloc(sizeof(uint64_t) * (size_t)n_rows);
-    if (keys == NULL || spare == NULL) {
+    uint32_t *column = malloc(sizeof(uint32_t) * (size_t)n_rows);
+    Table table = {NULL, NULL, 0};
+    if (keys == NULL || spare == NULL || column == NULL) {
         failed = 1;
     } else {
         int64_t filled = 0;
         offsets[0] = 0;
-        for (int64_t f = 0; f < n_features; f++) {
+        for (int64_t f = 0; f < n_features && !failed; f++) {
             for (int64_t i = 0; i < n_rows; i++) {
-                float v = x[i * n_features + f];
+                float v = x[i * width + first + f];
                 uint32_t u;
                 if (v == 0.0f)
                     v = 0.0f;
                 memcpy(&u, &v, sizeof(u));
-                u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending as unsigned */
-                keys[i] = ((uint64_t)u << 32) | (uint64_t)i;
+                column[i] = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending */
             }
-            uint64_t *sorted = radix_sort(keys, spare, n_rows, 32);
-            int32_t r = -1;
-            uint64_t previous = 0;
-            for (int64_t i = 0; i < n_rows; i++) {
-                uint64_t high = sorted[i] >> 32;
-                int64_t row = (int64_t)(sorted[i] & 0xffffffffu);
-                if (r < 0 || high != previous) {
-                    r++;
-                    previous = high;
-                    values[filled + r] = x[row * n_features + f] == 0.0f
-                                             ? 0.0f
-                                             : x[row * n_features + f];
+            int32_t *rank = ranks + f * n_rows;
+            int64_t distinct =
+                rank_hashed(column, n_rows, &table, keys, spare, rank, values + filled);
+            if (distinct == -2) {
+                failed = 1;
+            } else if (distinct < 0) { /* too many distinct values: sort the rows */
+                for (int64_t i = 0; i < n_rows; i++)
+                    keys[i] = ((uint64_t)column[i] << 32) | (uint64_t)i;
+                uint64_t *sorted = radix_sort(keys, spare, n_rows, 32);
+                int32_t r = -1;
+                uint64_t previous = 0;
+                for (int64_t i = 0; i < n_rows; i++) {
+                    uint64_t high = sorted[i] >> 32;
+                    if (r < 0 || high != previous) {
+                        r++;
+                        previous = high;
+                        values[filled + r] = value_of((uint32_t)high);
+                    }
+                    rank[sorted[i] & 0xffffffffu] = r;
                 }
-                ranks[f * n_rows + row] = r;
+                distinct = r + 1;
             }
-            filled += r + 1;
+            filled += distinct;
             offsets[f + 1] = filled;
         }
     }
+    free(column);
+    free(table.keys);
+    free(table.slot_rank);
     free(keys);
     free(spare);
     Py_END_ALLOW_THREADS
@@ -728,8 +841,8 @@ static PyMethodDef methods[] = {
      "min_samples_leaf, min_samples_split, max_depth, seed) -> node_count: one tree into the "
      "given arrays (batsched_ml/predict/grow.py)."},
     {"rank", rank_columns, METH_VARARGS,
-     "rank(x, ranks, values, offsets) -> None: each column's distinct values and each row's "
-     "rank among them (batsched_ml/predict/grow.py)."},
+     "rank(x, ranks, values, offsets, first=0) -> None: each column's distinct values and each "
+     "row's rank among them, from column `first` on (batsched_ml/predict/grow.py)."},
     {NULL, NULL, 0, NULL},
 };
 
