@@ -224,12 +224,28 @@ scan_feature(Grower *g, Split *best, int64_t f, int64_t start, int64_t end, doub
         uint64_t *bins = g->bins;
         int32_t lo = INT32_MAX, hi = -1;
         if (copies == COPIES) {
-            for (int64_t p = start; p < end; p++) {
-                int32_t r = rank[samples[p]];
-                bins[(p & (COPIES - 1)) * n_values + r] += packed[samples[p]];
-                lo = r < lo ? r : lo;
-                hi = r > hi ? r : hi;
+            /* no lowest and highest rank kept sample by sample: the few values' bins are
+             * summed into the first set afterwards, and the present ones found there */
+            uint64_t *b0 = bins, *b1 = bins + n_values, *b2 = b1 + n_values, *b3 = b2 + n_values;
+            int64_t p = start;
+            for (; p + COPIES <= end; p += COPIES) {
+                b0[rank[samples[p]]] += packed[samples[p]];
+                b1[rank[samples[p + 1]]] += packed[samples[p + 1]];
+                b2[rank[samples[p + 2]]] += packed[samples[p + 2]];
+                b3[rank[samples[p + 3]]] += packed[samples[p + 3]];
             }
+            for (; p < end; p++)
+                b0[rank[samples[p]]] += packed[samples[p]];
+            for (int32_t r = 0; r < (int32_t)n_values; r++) {
+                uint64_t here = b0[r] + b1[r] + b2[r] + b3[r];
+                b1[r] = b2[r] = b3[r] = 0;
+                b0[r] = here;
+                if (here != 0) {
+                    lo = r < lo ? r : lo;
+                    hi = r;
+                }
+            }
+            copies = 1;
         } else {
             for (int64_t p = start; p < end; p++) {
                 int32_t r = rank[samples[p]];
@@ -355,12 +371,14 @@ node_split(Grower *g, Record *rec, double t0, double t1, double wn, Split *best)
          * between distinct values) */
         int32_t *samples = g->samples, *right = g->right_samples;
         int64_t a = start, n_right = 0;
-        for (int64_t p = start; p < end; p++) {
+        for (int64_t p = start; p < end; p++) { /* without a branch: a node's samples go
+                                                  * either way in no order a branch predicts */
             int32_t s = samples[p];
-            if (rank[s] <= last)
-                samples[a++] = s;
-            else
-                right[n_right++] = s;
+            int64_t goes_left = rank[s] <= last;
+            samples[a] = s; /* a <= p: a sample not read yet is never overwritten */
+            right[n_right] = s;
+            a += goes_left;
+            n_right += 1 - goes_left;
         }
         memcpy(samples + a, right, sizeof(int32_t) * (size_t)n_right);
         uint64_t left = sums_of(g, start, best->pos);
