@@ -251,6 +251,41 @@ def test_a_model_file_is_skops_and_the_same_model_gives_the_same_bytes(tmp_path:
     assert sio.loads(model_file_bytes({}), trusted=[]) == {}
 
 
+def test_a_model_member_is_read_as_numpy_load_reads_it() -> None:
+    """The store reads the arrays of a model file without ``numpy.load`` when their header is
+    the one ``numpy.save`` writes for a plain C-ordered array; the same arrays, dtype for
+    dtype; any other member is ``numpy.load``'s, which refuses what it refuses."""
+    import io
+
+    from batsched_ml.trainer.store import _npy_array
+
+    def saved(value: np.ndarray) -> bytes:
+        buffer = io.BytesIO()
+        np.save(buffer, value, allow_pickle=True)
+        return buffer.getvalue()
+
+    values = [
+        np.arange(18_180, dtype=np.int64),
+        np.linspace(0.0, 1.0, 7),
+        np.array([False, True]),
+        np.array(20),
+        np.zeros((0,), dtype=np.float64),
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.arange(6, dtype=np.int32).reshape(2, 3).T,  # Fortran order: numpy.load's
+        np.array([1.5, -2.0], dtype=">f8"),  # big-endian: numpy.load's
+        np.array(["a", "bc"]),
+    ]
+    for value in values:
+        data = saved(value)
+        got, expected = _npy_array(data), np.load(io.BytesIO(data), allow_pickle=False)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert np.array_equal(got, expected) and got.flags.writeable
+    with pytest.raises(ValueError, match="pickle"):
+        _npy_array(saved(np.array([{"a": 1}], dtype=object)))
+    with pytest.raises(ValueError):
+        _npy_array(saved(np.arange(10))[:-8])  # a truncated member
+
+
 def test_the_manifest_is_the_indented_json_of_its_entries_by_week(tmp_path: Path) -> None:
     """The store encodes each entry once and joins the file from the kept texts: the file is
     still ``json.dumps(manifest, indent=1)`` of the entries by week, an entry recorded again
