@@ -130,10 +130,10 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   [classification page](classification.md)'s. Around the forests' growth, little is left:
   the forest's vote on a job, and the trainer's rating of the last week's model on its jobs,
   are one call each into the compiled walk (`_cforest.c`; its reference: `FastForest` in
-  `predict/forest.py`); the grower keeps its threads, and its trees' bootstrap samples (the
-  same each week once the window is full), from week to week; its radix sorts count every digit
-  in one sweep. Against the code without these (`speed_table.py --compare`, median of 3, same
-  result files): 0.95 to 0.97 times the time; the kept samples alone, 0.98 on full HPC2N.
+  `predict/forest.py`); the grower keeps its threads and bootstrap samples from week to week;
+  a week's ranks come from a hash table of each column's few distinct values, and its model is
+  read without `numpy.load`: against the code without these two (`speed_table.py --compare`,
+  median of 3, same result files), 0.94 times the time on full HPC2N.
 - **A command ends without a last pass over its objects.** A classified replay keeps millions
   alive to its end, which the interpreter's exit traversed in the collector's last passes
   (about a second of full HPC2N). `batsched-ml` freezes them once the command is done and
