@@ -203,7 +203,42 @@ forest_walk(const ForestObject *self, double *first_sum, double *second_sum)
     const int64_t *left = self->left, *right = self->right, *feature = self->feature;
     const double *threshold = self->threshold, *x = self->row;
     double first = 0.0, second = 0.0;
-    for (Py_ssize_t t = 0; t < self->n_trees; t++) {
+    Py_ssize_t t = 0;
+    /* four trees walked side by side: each step of a walk waits for its node's line, and four
+     * independent walks wait together; their leaves are added in tree order all the same */
+    for (; t + 4 <= self->n_trees; t += 4) {
+        int64_t a = self->roots[t], b = self->roots[t + 1], c = self->roots[t + 2],
+                d = self->roots[t + 3];
+        int going;
+        do {
+            going = 0;
+            if (left[a] != -1) {
+                a = x[feature[a]] <= threshold[a] ? left[a] : right[a];
+                going = 1;
+            }
+            if (left[b] != -1) {
+                b = x[feature[b]] <= threshold[b] ? left[b] : right[b];
+                going = 1;
+            }
+            if (left[c] != -1) {
+                c = x[feature[c]] <= threshold[c] ? left[c] : right[c];
+                going = 1;
+            }
+            if (left[d] != -1) {
+                d = x[feature[d]] <= threshold[d] ? left[d] : right[d];
+                going = 1;
+            }
+        } while (going);
+        first += self->p0[a];
+        second += self->p1[a];
+        first += self->p0[b];
+        second += self->p1[b];
+        first += self->p0[c];
+        second += self->p1[c];
+        first += self->p0[d];
+        second += self->p1[d];
+    }
+    for (; t < self->n_trees; t++) {
         int64_t node = self->roots[t];
         while (left[node] != -1)
             node = x[feature[node]] <= threshold[node] ? left[node] : right[node];
