@@ -196,54 +196,54 @@ fail:
     return -1;
 }
 
+/* The arrays a walk reads. */
+typedef struct {
+    const int64_t *left, *right, *feature;
+    const double *threshold, *x;
+} Walk;
+
+/* One step of a walk from *node: to its child, 1; 0 at a leaf. */
+static inline int
+step(Walk w, int64_t *node)
+{
+    int64_t at = *node;
+    if (w.left[at] == -1)
+        return 0;
+    *node = w.x[w.feature[at]] <= w.threshold[at] ? w.left[at] : w.right[at];
+    return 1;
+}
+
 /* The two class sums of the row in self->row (already rounded to float32), in tree order. */
 static void
 forest_walk(const ForestObject *self, double *first_sum, double *second_sum)
 {
-    const int64_t *left = self->left, *right = self->right, *feature = self->feature;
-    const double *threshold = self->threshold, *x = self->row;
+    const Walk w = {self->left, self->right, self->feature, self->threshold, self->row};
+    const double *p0 = self->p0, *p1 = self->p1;
     double first = 0.0, second = 0.0;
     Py_ssize_t t = 0;
     /* four trees walked side by side: each step of a walk waits for its node's line, and four
-     * independent walks wait together; their leaves are added in tree order all the same */
+     * independent walks wait together (`|`, not `||`: every walk steps); their leaves are
+     * added in tree order all the same */
     for (; t + 4 <= self->n_trees; t += 4) {
         int64_t a = self->roots[t], b = self->roots[t + 1], c = self->roots[t + 2],
                 d = self->roots[t + 3];
-        int going;
-        do {
-            going = 0;
-            if (left[a] != -1) {
-                a = x[feature[a]] <= threshold[a] ? left[a] : right[a];
-                going = 1;
-            }
-            if (left[b] != -1) {
-                b = x[feature[b]] <= threshold[b] ? left[b] : right[b];
-                going = 1;
-            }
-            if (left[c] != -1) {
-                c = x[feature[c]] <= threshold[c] ? left[c] : right[c];
-                going = 1;
-            }
-            if (left[d] != -1) {
-                d = x[feature[d]] <= threshold[d] ? left[d] : right[d];
-                going = 1;
-            }
-        } while (going);
-        first += self->p0[a];
-        second += self->p1[a];
-        first += self->p0[b];
-        second += self->p1[b];
-        first += self->p0[c];
-        second += self->p1[c];
-        first += self->p0[d];
-        second += self->p1[d];
+        while (step(w, &a) | step(w, &b) | step(w, &c) | step(w, &d))
+            ;
+        first += p0[a];
+        second += p1[a];
+        first += p0[b];
+        second += p1[b];
+        first += p0[c];
+        second += p1[c];
+        first += p0[d];
+        second += p1[d];
     }
     for (; t < self->n_trees; t++) {
         int64_t node = self->roots[t];
-        while (left[node] != -1)
-            node = x[feature[node]] <= threshold[node] ? left[node] : right[node];
-        first += self->p0[node];
-        second += self->p1[node];
+        while (step(w, &node))
+            ;
+        first += p0[node];
+        second += p1[node];
     }
     *first_sum = first;
     *second_sum = second;

@@ -703,6 +703,17 @@ table_reset(Table *t, int bits)
     return 0;
 }
 
+/* The table's keys, each as the high half of keys[i] (radix_sort's keys); how many. */
+static int64_t
+table_keys(const Table *t, uint64_t *keys)
+{
+    int64_t m = 0;
+    for (int64_t j = 0; j < ((int64_t)1 << t->bits); j++)
+        if (t->keys[j] != EMPTY)
+            keys[m++] = (uint64_t)t->keys[j] << 32;
+    return m;
+}
+
 /* Ranks a column of sort keys without sorting its rows: its distinct keys gathered in a hash
  * table, only they sorted (a week's column holds 3 to a few thousand distinct values among
  * 50,000 rows), then each row's rank read from its key's slot. Writes rank[0:n] and the
@@ -726,10 +737,7 @@ rank_hashed(const uint32_t *column, int64_t n, Table *t, uint64_t *keys, uint64_
             if (++count * 2 > ((int64_t)1 << bits)) { /* half full: twice the slots */
                 if (bits == TABLE_BITS_MAX || 4 * count > n)
                     return -1;
-                int64_t m = 0;
-                for (int64_t j = 0; j < ((int64_t)1 << bits); j++)
-                    if (t->keys[j] != EMPTY)
-                        keys[m++] = (uint64_t)t->keys[j] << 32;
+                int64_t m = table_keys(t, keys);
                 if (table_reset(t, ++bits) < 0)
                     return -2;
                 for (int64_t j = 0; j < m; j++) {
@@ -739,10 +747,7 @@ rank_hashed(const uint32_t *column, int64_t n, Table *t, uint64_t *keys, uint64_
             }
         }
     }
-    int64_t m = 0;
-    for (int64_t j = 0; j < ((int64_t)1 << bits); j++)
-        if (t->keys[j] != EMPTY)
-            keys[m++] = (uint64_t)t->keys[j] << 32;
+    int64_t m = table_keys(t, keys);
     uint64_t *sorted = radix_sort(keys, spare, m, 32);
     for (int64_t j = 0; j < m; j++) {
         uint32_t k = (uint32_t)(sorted[j] >> 32);
