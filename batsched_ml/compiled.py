@@ -121,6 +121,7 @@ SCHEDULER_GROUP: tuple[str, ...] = (
     "batsched_ml.scheduler.policies",
     "batsched_ml.scheduler.easy",
     "batsched_ml.scheduler.dispatchers",
+    "batsched_ml.scheduler.kinetic",
     "batsched_ml.scheduler.core",
     "batsched_ml.results.measured",
     "batsched_ml.predict.features",

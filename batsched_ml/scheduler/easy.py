@@ -104,6 +104,18 @@ def reservation_for(head_res: int, free_count: int, ends: Ends, now: float) -> t
     return shadow, available - head_res
 
 
+def reservation_after(
+    head_res: int, started: list[WaitingJob], free_count: int, ends: Ends, now: float
+) -> tuple[float, int]:
+    """:func:`reservation_for` the head of a pass that has just started ``started`` (in that
+    order, ``free_count`` machines left): their expected ends count too."""
+    if started:
+        ends = list(ends)
+        for k, job in enumerate(started):
+            insort(ends, (now + job.est, -1 - k, job.res))
+    return reservation_for(head_res, free_count, ends, now)
+
+
 C = TypeVar("C", bound=Candidate)
 
 #: Rounding allowed when risks are summed against the budget: three risks of 0.1 fit a budget of
@@ -175,11 +187,7 @@ def easy_pass(
     if index == size or not backfilling:
         return started, None
     head = queue[index]
-    if started:  # jobs started above end too: count their expected ends in
-        ends = list(ends)
-        for k, (job, _alloc) in enumerate(started):
-            insort(ends, (now + job.est, -1 - k, job.res))
-    shadow, extra = reservation_for(head.res, free_count, ends, now)
+    shadow, extra = reservation_after(head.res, [job for job, _ in started], free_count, ends, now)
     reservation = Reservation(head, shadow, extra, extra)
     if free_count == 0:
         return started, reservation
@@ -195,6 +203,18 @@ def easy_pass(
 
 def _estimate(job: WaitingJob) -> float:
     return job.est
+
+
+def backfill_room(res: int, est: float, now: float, shadow: float, extra: int) -> int:
+    """EASY's rule for a job behind the head that fits the free machines: it may start if it
+    is expected to end by the shadow time (the extra machines are left as they are) or if it
+    fits the extra machines (it uses that many of them). The extra machines left when it may,
+    -1 when it may not."""
+    if now + est <= shadow:
+        return extra
+    if res <= extra:
+        return extra - res
+    return -1
 
 
 def _backfill(
@@ -224,10 +244,9 @@ def _backfill(
         res = job.res
         if res > free_count:
             continue
-        if now + job.est <= shadow:
-            pass
-        elif res <= extra:
-            extra -= res
+        room = backfill_room(res, job.est, now, shadow, extra)
+        if room >= 0:
+            extra = room
         elif risk is not None and (chance := risk(job, shadow - now)) <= budget + RISK_TOLERANCE:
             budget -= chance
             gambled += 1
