@@ -87,19 +87,19 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   queue with the whole walk at every message on random workloads.
 - **Orders that change with time sort less.** WFP and PRB must order the queue again at each
   pass. Under EASY (and list scheduling) a WFP pass is given only what it can use: the jobs
-  that start at the head, found one by one, the first that does not fit (the head, whose
-  reservation it makes), and then only the jobs behind it that fit the machines left free,
-  the only ones EASY can backfill, sorted by their priority (a float: ties put in arrival
-  order afterwards). The decisions and the reservation are those of a pass given the whole
-  queue: `tests/test_policies.py` compares the two message by message on random workloads.
-  A pass where no waiting job fits the free machines, which can start nothing, is skipped
-  (a quarter of HPC2N's passes under WFP; `tests/test_easy.py` checks each one). PRB's sort
-  is given the last pass's order, which changes little (about one comparison a job). Finding
-  the heads still computes every waiting job's priority at each pass, a cost that grows with
-  the queue: on RICC, with thousands waiting for weeks, WFP takes minutes (compare the two
-  RICC rows measured on the same day), where the static orders take seconds. RICC submits
-  jobs by the hundred alike, whose priorities tie: a tie, like the starving jobs, is sorted
-  only when it is not in arrival order already (it nearly always is).
+  that start at the head, the head (whose reservation it makes), and the jobs EASY backfills
+  behind it, in the order it starts them. With hundreds waiting, the jobs are kept in groups
+  of one size and estimate (`batsched_ml/scheduler/kinetic.py`), whose order is their arrival
+  and which pass or fail EASY's tests whole, under a kinetic tournament of the groups' first
+  jobs: a tree whose every node keeps the first of its two sides and the time until which
+  that cannot change (a priority is, up to the rounding, the cube of a line in time), so a
+  pass compares again only the nodes whose time has come. The comparisons are the exact ones,
+  ties included: the decisions are those of a pass given the whole sorted queue
+  (`tests/test_policies.py`, message by message on random workloads; `tests/test_kinetic.py`,
+  against a sort). With tens waiting, walking the queue costs less. A pass where no waiting
+  job fits is skipped. PRB's sort is given the last pass's order, which changes little.
+  Sorting every waiting job's priority at each pass took minutes on RICC, with thousands
+  waiting for weeks; the table's RICC rows compare WFP with the static orders now.
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.

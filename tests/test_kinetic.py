@@ -1,4 +1,4 @@
-"""The kinetic tournament of WFP's first waiting job (``scheduler/kinetic.py``) against the
+"""WFP's queue of groups under a kinetic tournament (``scheduler/kinetic.py``) against the
 first of a sort of the same jobs, at every step of random arrivals, starts and passing time."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from batsched_ml.alloc import MachineSet, Runs
 from batsched_ml.job import Job
 from batsched_ml.scheduler.easy import _backfill
-from batsched_ml.scheduler.kinetic import WfpGroups, WfpTournament
+from batsched_ml.scheduler.kinetic import WfpQueue
 from batsched_ml.scheduler.parts import WaitingJob
 from batsched_ml.scheduler.policies import wfp_value
 
@@ -37,7 +37,7 @@ def test_the_tournament_first_is_the_first_of_the_sorted_queue(seed: int) -> Non
     the processors (the same slope: 1 on 3600 s, 8 on 7200 s), arrivals at the same second,
     class ranks, and estimates the lines cannot vouch for (infinite, far below a second)."""
     rng = random.Random(seed)
-    tournament = WfpTournament()
+    tournament = WfpQueue()
     waiting: dict[int, WaitingJob] = {}
     now = 0.0
     seq = 0
@@ -77,7 +77,7 @@ def test_the_tournament_first_is_the_first_of_the_sorted_queue(seed: int) -> Non
 def test_a_slow_overtaking_is_seen_at_its_time() -> None:
     """A wide short job overtakes a narrow old one long after both arrived: the certificate
     expires by then, and the first job changes at the pass where the priorities cross."""
-    tournament = WfpTournament()
+    tournament = WfpQueue()
     old = _entry(0, 0.0, 1, 1000.0)  # slope 1e-3
     wide = _entry(1, 5000.0, 1000, 1000.0)  # slope 1e-2: equal lines at t = 5555.6
     tournament.add(old)
@@ -92,7 +92,7 @@ def test_a_slow_overtaking_is_seen_at_its_time() -> None:
 
 
 def test_time_goes_forward() -> None:
-    tournament = WfpTournament()
+    tournament = WfpQueue()
     tournament.add(_entry(0, 0.0, 1, 10.0))
     assert tournament.first(10.0) is not None
     with pytest.raises(ValueError, match="forward"):
@@ -101,10 +101,10 @@ def test_time_goes_forward() -> None:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_the_groups_give_what_easy_backfills_in_wfp_order(seed: int) -> None:
-    """``WfpGroups.behind``: the jobs EASY's walk of the whole queue in WFP's order backfills
+    """``WfpQueue.behind``: the jobs EASY's walk of the whole queue in WFP's order backfills
     behind a head, in that order, for random free and extra machines and shadow times."""
     rng = random.Random(f"groups-{seed}")
-    groups = WfpGroups()
+    groups = WfpQueue()
     waiting: dict[int, WaitingJob] = {}
     now = 0.0
     checked = 0

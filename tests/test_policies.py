@@ -196,14 +196,20 @@ class WholeQueueEasy:
         return self.easy.decide(queue, free, ends, now, starving)
 
 
-def test_a_wfp_pass_given_what_fits_decides_as_one_given_the_whole_queue() -> None:
+@pytest.mark.parametrize("kept", [(256, 64), (0, 0), (12, 4)])
+def test_a_wfp_pass_given_what_fits_decides_as_one_given_the_whole_queue(
+    kept: tuple[int, int],
+) -> None:
     """Under WFP an EASY or list-scheduling pass is given the heads, the first job that does
-    not fit and the jobs behind it that fit (``_wfp_pass_queue``), and skipped when nothing
-    fits: the replies are those of a pass given the whole ordered queue, message by message,
-    with starving, backdated and ranked jobs, and bursts of more heads than it finds one by
-    one."""
+    not fit and the jobs behind it that it backfills (``_wfp_pass_queue``), and skipped when
+    nothing fits: the replies are those of a pass given the whole ordered queue, message by
+    message, with starving, backdated and ranked jobs, and bursts of more heads than it finds
+    one by one; from a walk of the waiting jobs (short queues), from the kept groups and their
+    tournament (``kept``: from and below which queue length it is kept; always), and switching
+    between the two as the queue grows and shrinks."""
     rng = random.Random("wfp-pass")
     filtered = 0
+    modes: set[bool] = set()  # whether the groups were kept, message by message
     for round in range(16):
         machines = rng.choice([4, 8, 13, 32])
         workload = random_workload(rng, 150, machines)
@@ -228,12 +234,14 @@ def test_a_wfp_pass_given_what_fits_decides_as_one_given_the_whole_queue() -> No
                 strict=True,
             )
         )
+        given_what_fits.wfp_queue_from, given_what_fits.wfp_queue_below = kept
         sim = BatsimSimulator([workload], [f"h{i}" for i in range(machines)])
         message = sim.start()
         while message is not None:
             waiting = len(given_what_fits.waiting)
             reply = given_what_fits.handle(message)
             assert given_all.handle(message) == reply
+            modes.add(given_what_fits._wfp is not None)
             made = given_what_fits.last_reservation
             if made is not None:  # the same head and reservation (None: a skipped pass)
                 whole = given_all.last_reservation
@@ -248,3 +256,5 @@ def test_a_wfp_pass_given_what_fits_decides_as_one_given_the_whole_queue() -> No
             message = sim.step(reply)
         assert len(sim.rows) == 150
     assert filtered > 200  # passes with a head were many
+    expected_modes = {(256, 64): {False}, (0, 0): {False, True}, (12, 4): {False, True}}
+    assert modes == expected_modes[kept]  # (0, 0): none kept before the first pass

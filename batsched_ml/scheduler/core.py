@@ -94,7 +94,7 @@ from batsched_ml.scheduler.dispatchers import (
     Planned,
 )
 from batsched_ml.scheduler.easy import Reservation, reservation_after
-from batsched_ml.scheduler.kinetic import WfpGroups, WfpTournament
+from batsched_ml.scheduler.kinetic import WfpQueue
 from batsched_ml.scheduler.parts import HOOKS as HOOKS
 from batsched_ml.scheduler.parts import Component as Component
 from batsched_ml.scheduler.parts import RunningJob as RunningJob
@@ -146,6 +146,43 @@ def _wfp_sorted(entries: list[WaitingJob], now: float) -> list[WaitingJob]:
     for rank in sorted(ranks):
         out.extend(_by_wfp_priority(ranks[rank], now))
     return out
+
+
+#: the heads a WFP pass finds one by one (:meth:`BatchScheduler._wfp_pass_queue`) before it
+#: sorts the rest of the queue whole
+_FIRST_HEADS = 8
+
+
+def _wfp_first(entries: list[WaitingJob], now: float) -> int:
+    """The index of the first of ``entries`` (not empty) in WFP's order: the smallest
+    ``(rank, priority, subtime, seq)``, the tuple :func:`_wfp_sorted` sorts by, compared field
+    by field without a tuple."""
+    best = 0
+    head = entries[0]
+    best_rank = head.rank
+    best_priority = wfp_value(now - head.subtime, head.rank_est, head.res)
+    best_subtime = head.subtime
+    best_seq = head.seq
+    for i in range(1, len(entries)):
+        entry = entries[i]
+        rank = entry.rank
+        if rank > best_rank:
+            continue
+        priority = wfp_value(now - entry.subtime, entry.rank_est, entry.res)
+        if rank == best_rank:
+            if priority > best_priority:
+                continue
+            if priority == best_priority and (
+                entry.subtime > best_subtime
+                or (entry.subtime == best_subtime and entry.seq > best_seq)
+            ):
+                continue
+        best = i
+        best_rank = rank
+        best_priority = priority
+        best_subtime = entry.subtime
+        best_seq = entry.seq
+    return best
 
 
 def _by_wfp_priority(entries: list[WaitingJob], now: float) -> list[WaitingJob]:
@@ -274,18 +311,20 @@ class BatchScheduler:
         self._resort = _unique_dynamic_key(self.policy)
         self._last_order: list[WaitingJob] = []
         self._arrivals: list[WaitingJob] = []
-        # WFP (see _wfp_pass_queue): the waiting jobs not starving, in a kinetic tournament and
-        # by size and estimate; while the arrivals come in order of their job.subtime, they are
-        # kept from pass to pass
-        self._tournament: WfpTournament | None = None
-        self._groups = WfpGroups()  # the tournament's jobs by size and estimate
+        # WFP with a long queue (see _wfp_pass_queue): the waiting jobs not starving, in groups
+        # under a kinetic tournament (kept from pass to pass while the arrivals come in order
+        # of their job.subtime), and every waiting job's size
+        self._wfp: WfpQueue | None = None
+        self._is_wfp = self.policy is _WFP
+        #: the queue length from which a WFP pass keeps _wfp, and below which it drops it
+        self.wfp_queue_from = 256
+        self.wfp_queue_below = 64
+        self._wfp_fresh = False  # _wfp is to be made from the waiting jobs at the next pass
         self._res_count: dict[int, int] = {}  # every waiting job's size: how many
         self._res_values: list[int] = []  # the sizes of _res_count, sorted
-        if self.policy is _WFP:
-            self._tournament = WfpTournament()
-        self._tournament_threshold = starvation_threshold
-        self._tournament_in_order = True
-        self._tournament_arrival = -float("inf")  # the latest job.subtime queued
+        self._wfp_threshold = starvation_threshold
+        self._wfp_in_order = True
+        self._wfp_arrival = -float("inf")  # the latest job.subtime queued
         # the entries queued since the last pass, while nothing else changed (None: something
         # did); an incremental dispatcher then tests only those (:mod:`.easy`)
         self._fresh: list[WaitingJob] | None = None
@@ -494,7 +533,7 @@ class BatchScheduler:
 
     def add_waiting(self, entry: WaitingJob) -> None:
         self.waiting[entry.job.id] = entry
-        if self._tournament is not None:
+        if self._is_wfp:
             self._wfp_add(entry)
         if self._resort:
             self._arrivals.append(entry)
@@ -650,18 +689,34 @@ class BatchScheduler:
         """What an EASY (or list scheduling) pass under WFP needs of :meth:`ordered_queue`'s
         list, in its order: the jobs that start at the head, the first that does not fit (the
         head, whose reservation the pass makes), then, under EASY, the jobs it backfills, in
-        the order it starts them (:meth:`.kinetic.WfpGroups.behind`: the others would be
+        the order it starts them (:meth:`.kinetic.WfpQueue.behind`: the others would be
         passed over). The pass makes the same decisions and reservation on it as on the whole
-        list, without every waiting job's priority being computed: the heads come one by one
-        from the kinetic tournament of the jobs not starving (:class:`.kinetic.WfpTournament`,
-        about the logarithm of the queue each), the jobs behind from their groups of one size
-        and estimate. On RICC, with thousands waiting, computing every waiting job's priority
-        and sorting those that fit at each pass was nearly all of the replay. The tournament
-        and the groups are left as they were found: the heads that start leave them when they
-        start."""
+        list, without every waiting job's priority being computed: the jobs not starving are
+        kept in groups of one size and estimate under a kinetic tournament
+        (:class:`.kinetic.WfpQueue`), which gives the heads one by one (about the logarithm of
+        the number of groups each) and the jobs behind from the groups that pass EASY's tests.
+        On RICC, with thousands waiting, computing every waiting job's priority and sorting
+        those that fit at each pass was nearly all of the replay. The queue is left as it was
+        found: the heads that start leave it when they start. The queue is kept only while
+        :attr:`wfp_queue_from` jobs or more wait (made from the waiting jobs when they reach
+        that, dropped below :attr:`wfp_queue_below`); with fewer, :meth:`_wfp_walk`.
+        ``tests/test_policies.py`` checks both against the whole sorted queue."""
+        length = len(self.waiting)
+        if self._wfp is None:
+            if length < self.wfp_queue_from:
+                return self._wfp_walk(now)
+            self._wfp = WfpQueue()  # made from the waiting jobs by _wfp_starving
+            self._wfp_fresh = True
+            self._res_count = {}
+            self._res_values = []
+            for entry in self.waiting.values():
+                self._count_size(entry.res, 1)
+        elif length < self.wfp_queue_below:
+            self._wfp = None
+            return self._wfp_walk(now)
         starving = self._wfp_starving(now)
-        tournament = self._tournament
-        assert tournament is not None
+        queue = self._wfp
+        assert queue is not None
         free = self.free.count
         out: list[WaitingJob] = []
         for i, entry in enumerate(starving):
@@ -669,30 +724,58 @@ class BatchScheduler:
             if entry.res > free:  # the head, among the starving
                 if self._backfills():
                     shadow, extra = reservation_after(entry.res, out[:i], free, self._ends, now)
-                    out.extend(self._groups.behind(starving[i + 1 :], free, now, shadow, extra))
+                    out.extend(queue.behind(starving[i + 1 :], free, now, shadow, extra))
                 return out
             free -= entry.res
         taken: list[WaitingJob] = []
         while True:
-            first = tournament.first(now)
+            first = queue.first(now)
             if first is None:
                 break
             if first.res > free:  # the head
                 if self._backfills():
                     shadow, extra = reservation_after(first.res, out, free, self._ends, now)
                     out.append(first)
-                    out.extend(self._groups.behind([], free, now, shadow, extra))
+                    out.extend(queue.behind([], free, now, shadow, extra))
                 else:
                     out.append(first)
                 break
             out.append(first)
-            tournament.remove(first)
-            self._groups.remove(first)
+            queue.remove(first)
             taken.append(first)
             free -= first.res
         for entry in taken:
-            tournament.add(entry)
-            self._groups.add(entry)
+            queue.add(entry)
+        return out
+
+    def _wfp_walk(self, now: float) -> list[WaitingJob]:
+        """:meth:`_wfp_pass_queue`'s list for a short queue, from a walk of the waiting jobs:
+        the heads found one by one (:func:`_wfp_first`, every waiting job's priority computed
+        each time), then the jobs behind the head that fit the machines left free, sorted
+        (more than a few heads starting at once: the whole queue sorted). With tens waiting,
+        this costs less than keeping :attr:`_wfp` at each arrival and start (measured on
+        KTH-SP2, whose queue is that short: ``benchmarks/speed_table.py --rows kth-wfp``)."""
+        rest: list[WaitingJob] = []
+        starving = self._starving(now, rest)
+        free = self.free.count
+        out: list[WaitingJob] = []
+        for i, entry in enumerate(starving):
+            out.append(entry)
+            if entry.res > free:  # the head, among the starving
+                out.extend([other for other in starving[i + 1 :] if other.res <= free])
+                out.extend(_wfp_sorted([e for e in rest if e.res <= free], now))
+                return out
+            free -= entry.res
+        while rest:
+            if len(out) - len(starving) >= _FIRST_HEADS:
+                out.extend(_wfp_sorted(rest, now))
+                return out
+            first = rest.pop(_wfp_first(rest, now))
+            out.append(first)
+            if first.res > free:  # the head
+                out.extend(_wfp_sorted([e for e in rest if e.res <= free], now))
+                return out
+            free -= first.res
         return out
 
     def _backfills(self) -> bool:
@@ -701,61 +784,61 @@ class BatchScheduler:
         return type(dispatcher) is Easy and dispatcher.backfilling
 
     def _wfp_starving(self, now: float) -> list[WaitingJob]:
-        """The starving jobs at ``now`` (:meth:`_starving`), taken out of the tournament, which
+        """The starving jobs at ``now`` (:meth:`_starving`), taken out of :attr:`_wfp`, which
         then holds exactly the others: a job starving at a pass starves at every later one, as
         long as time goes forward, the threshold stays and the arrivals come in order of their
-        ``job.subtime`` (what :meth:`_starving`'s walk relies on). Otherwise the tournament is
+        ``job.subtime`` (what :meth:`_starving`'s walk relies on). Otherwise the queue is
         made again from the others."""
-        tournament = self._tournament
-        assert tournament is not None
+        queue = self._wfp
+        assert queue is not None
         threshold = self.starvation_threshold
         if (
-            self._tournament_in_order
-            and now >= tournament.time
-            and threshold == self._tournament_threshold
+            self._wfp_in_order
+            and not self._wfp_fresh
+            and now >= queue.time
+            and threshold == self._wfp_threshold
         ):
             starving = self._starving(now)
             for entry in starving:
-                if tournament.remove(entry):
-                    self._groups.remove(entry)
+                queue.remove(entry)
             return starving
         rest: list[WaitingJob] = []
         starving = self._starving(now, rest)
-        tournament = self._tournament = WfpTournament()
-        groups = self._groups = WfpGroups()
+        queue = self._wfp = WfpQueue()
         for entry in rest:
-            tournament.add(entry)
-            groups.add(entry)
-        self._tournament_threshold = threshold
+            queue.add(entry)
+        self._wfp_threshold = threshold
+        self._wfp_fresh = False
         return starving
 
     def _wfp_add(self, entry: WaitingJob) -> None:
-        """``entry`` queued, under WFP: into the tournament, the groups and the sizes."""
-        assert self._tournament is not None
+        """``entry`` queued, under WFP: whether the arrivals still come in order, and, with a
+        long queue, into :attr:`_wfp` and the sizes."""
         if entry.rank_est != entry.rank_est:
             raise SchedulerError(f"job {entry.job.id}: its estimate for WFP is not a number")
-        if entry.job.subtime >= self._tournament_arrival and entry.subtime == entry.subtime:
-            self._tournament_arrival = entry.job.subtime
+        if entry.job.subtime >= self._wfp_arrival and entry.subtime == entry.subtime:
+            self._wfp_arrival = entry.job.subtime
         else:
-            self._tournament_in_order = False  # out of order (or a NaN): made at each pass
-        self._tournament.add(entry)
-        self._groups.add(entry)
-        count = self._res_count.get(entry.res, 0)
-        if not count:
-            insort(self._res_values, entry.res)
-        self._res_count[entry.res] = count + 1
+            self._wfp_in_order = False  # out of order (or a NaN): _wfp made at each pass
+        if self._wfp is not None:
+            self._wfp.add(entry)
+            self._count_size(entry.res, 1)
 
     def _wfp_remove(self, entry: WaitingJob) -> None:
-        """``entry`` started, under WFP: out of the tournament, the groups and the sizes."""
-        assert self._tournament is not None
-        if self._tournament.remove(entry):
-            self._groups.remove(entry)
-        count = self._res_count[entry.res] - 1
+        """``entry`` started, under WFP with a long queue: out of :attr:`_wfp` and the sizes."""
+        assert self._wfp is not None
+        self._wfp.remove(entry)
+        self._count_size(entry.res, -1)
+
+    def _count_size(self, res: int, change: int) -> None:
+        count = self._res_count.get(res, 0) + change
         if count:
-            self._res_count[entry.res] = count
+            if count == change:
+                insort(self._res_values, res)
+            self._res_count[res] = count
         else:
-            del self._res_count[entry.res]
-            del self._res_values[bisect_left(self._res_values, entry.res)]
+            del self._res_count[res]
+            del self._res_values[bisect_left(self._res_values, res)]
 
     def _dynamic_input(self) -> list[WaitingJob]:
         """The waiting entries, for the sort of a dynamic order: in arrival order, or, under a
@@ -887,7 +970,7 @@ class BatchScheduler:
         if dispatcher is not Easy and dispatcher is not ListScheduling:
             return False
         count = self.free.count
-        if self._tournament is not None:  # WFP: the smallest waiting job, from the index
+        if self._wfp is not None:  # WFP with a long queue: the smallest job, from the sizes
             return not self._res_values or self._res_values[0] > count
         return all(entry.res > count for entry in self.waiting.values())
 
@@ -936,7 +1019,7 @@ class BatchScheduler:
         dispatcher has already taken from :attr:`free`; the decisions that start it."""
         del self.waiting[entry.job.id]
         self._backdated.pop(entry.job.id, None)
-        if self._tournament is not None:
+        if self._wfp is not None:
             self._wfp_remove(entry)
         if self._kept:
             self._drop_kept(entry)
