@@ -99,7 +99,7 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   against a sort). With tens waiting, walking the queue costs less. A pass where no waiting
   job fits is skipped. PRB's sort is given the last pass's order, which changes little.
   Sorting every waiting job's priority at each pass took minutes on RICC, with thousands
-  waiting for weeks; the table's RICC rows compare WFP with the static orders now.
+  waiting for weeks (its WFP row, measured again since, is under a minute).
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
