@@ -5,6 +5,7 @@ Usage::
     python benchmarks/speed_table.py --python --json benchmarks/results/speed-1-table.json
     python benchmarks/speed_table.py --repeat 1 --rows ricc-fcfs ... \
         --json benchmarks/results/speed-2-largest-traces.json
+    python benchmarks/time_split.py --json benchmarks/results/split-1.json
     python benchmarks/speed_page.py          # every benchmarks/results/speed*.json, in name order
 
 A row measured again (``--rows hpc2n --json .../speed-again.json``) replaces the first
@@ -23,6 +24,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from time_split import render as render_split
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "speed.md"
 README = ROOT / "README.md"
@@ -33,14 +36,11 @@ TEMPLATE = """\
 
 What users wait for is the whole command, so `benchmarks/speed_table.py` runs each one as a
 user would (`python -m batsched_ml ...` from an empty folder), {repeat} times, and reports the
-median wall time (min-max) and the command's peak resident memory, next to its target. The
-script writes the package's byte code first, as `pip install` does: on a machine that sets
-`PYTHONDONTWRITEBYTECODE`, every start would otherwise compile the package's modules from
-source again (about a tenth of a second a command). A table measured before the script did
-so may include that compile in each row; its date is above it. With
-`--python` each row runs a second time, interleaved, with `BATSCHED_ML_KERNEL=python`: what an
-install without a C compiler runs. The machine's speed drifts from hour to hour: compare the
-ratios of one run, not absolute times of two.
+median wall time (min-max) and the command's peak resident memory, next to its target, with the
+package's byte code written first, as `pip install` does. With `--python` each row runs a second
+time, interleaved, with `BATSCHED_ML_KERNEL=python`: what an install without a C compiler runs.
+The machine's speed drifts from hour to hour: compare the ratios of one run, not absolute times
+of two.
 
 ## The table
 
@@ -51,6 +51,15 @@ Measured on {date}, {cores} cores:
 "result files" says whether both sides wrote the same `jobs.csv`, `predictions.csv`,
 `classification.csv` and `summary.json`, byte for byte. A row with no second side (the largest
 traces) was run with the compiled parts only.
+
+## Where a command's time goes
+
+`benchmarks/time_split.py` splits the whole `replay` command (median of {split_repeat},
+measured on {split_date}, compiled parts built) into the imports, loading the trace, the replay,
+writing the files (with the figures computed from them) and the rest (the interpreter's start
+and exit, the command line, the run's record):
+
+{split}
 
 ## Where the time goes, and why it is built this way
 
@@ -65,17 +74,14 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   kernel, transcribed from the Python simulator (`batsched_ml/sim/simulator.py`, which stays
   the reference). At each message it builds the protocol's typed events and calls the
   scheduler's `handle`. The tests compare the two simulators message by message and file by
-  file (`tests/test_compiled_sim.py`), and both against real Batsim 4.2.1's recordings,
-  the whole CTC-SP2 trace included. It simulates static workloads and dynamic jobs (the
-  classified variants' resubmissions); a run it does not take (forwarded profiles, several
-  workloads, a workload it is not sure of) runs on the reference, with the same results.
+  file (`tests/test_compiled_sim.py`), and both against real Batsim 4.2.1's recordings, the
+  whole CTC-SP2 trace included. A run it does not take (forwarded profiles, several workloads,
+  a workload it is not sure of) runs on the reference, with the same results.
 - **A pass after a pass tests only the new jobs.** When nothing but submissions came since the
   previous pass (the same free machines, the same expected ends, the same head and shadow
   time), the jobs that pass refused are refused again (EASY's refusal only grows with time and
   with fewer free machines), so only the jobs queued since are tested
-  (`batsched_ml/scheduler/easy.py`): the long queues of RICC and CEA-Curie no longer walk every
-  waiting job at every submission. `tests/test_easy.py` compares the shortcut with the whole
-  walk.
+  (`batsched_ml/scheduler/easy.py`; `tests/test_easy.py` compares it with the whole walk).
 - **The queue is kept from pass to pass.** Under a built-in order that does not change with
   time (FCFS, SPF, SAF, and the LJF dispatcher's) and a starvation threshold, the queue a pass walks is kept sorted
   between passes, and a job moves to the starving head once, when it starts starving, instead
@@ -103,26 +109,19 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
-- **The scheduler is compiled from its own source.** mypyc compiles the scheduler's hot modules
-  (the EASY pass, the core, the dispatchers, the queue orders, the machine sets, the job, the
-  classifier and its features: `batsched_ml.compiled.SCHEDULER_GROUP`) at install, from the very
-  `.py` files that are the research surface: no second copy. They call each other natively, so
-  they are used whole or not at all, and only where every one of those files is the one the
-  build was made from (the build records their SHA-256, `import batsched_ml` checks them): after
-  an edit of `easy.py` the whole group runs from its source, with a warning, until the next
-  `pip install -e .`. Against its source, the rest compiled alike
-  (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the replay takes about
-  1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs on a loaded machine), with
-  the same job table. The classifier, its safeguard and its features are compiled with the
-  group: a classified replay's work at each job (features, the forest's vote, the safeguard's
-  watch) runs natively, 0.88 to 0.89 times the time with the two modules interpreted (KTH-SP2,
-  SDSC-SP2, full HPC2N, classification-idempotent, median of 3, same files). What compiling
-  cannot take away is CPython's work around the scheduler: look-ups by job id, the per-job
-  objects, the protocol's events (compiled, they build no faster: 1.00 and 1.02 times). The
-  EASY pass is
-  typed on the scheduler's own waiting job (`WaitingJob`) and walks the queue by index, so that
-  compiled it reads each job's machines and estimate as native fields: the walk of the long
-  queues behind the head, half of RICC's replay under FCFS, now costs a fraction of it.
+- **The scheduler is compiled from its own source.** mypyc compiles its hot modules
+  (`batsched_ml.compiled.SCHEDULER_GROUP`) at install from the very `.py` files of the research
+  surface: no second copy. They are used whole or not at all, and only where every file is the
+  one the build was made from (`import batsched_ml` checks their SHA-256): after an edit of
+  `easy.py` the group runs from its source, with a warning, until the next `pip install -e .`.
+  Against its source (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the
+  replay takes about 1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs), with
+  the same job table; a classified replay's work at each job, 0.88 to 0.89 times the time with
+  the classifier's modules interpreted. What compiling cannot take away is CPython's work
+  around the scheduler: look-ups by job id, the per-job objects, the protocol's events
+  (compiled, they build no faster: 1.00 and 1.02 times). The EASY pass is typed on the
+  scheduler's own `WaitingJob`, so that compiled it reads each job's machines and estimate as
+  native fields in the walk of the long queues behind the head.
 - **A classified run also waits for its side trainer**: a week's forest is trained on the jobs
   finished before the week starts, and the week's first job needs it
   (`benchmarks/trainer_wait.py` measures the wait). The training set-up (`--max-samples`, a
@@ -204,13 +203,23 @@ def render_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def render_page(runs: list[dict[str, Any]]) -> str:
+def split_figures() -> Path:
+    """The saved split of a command's time (``time_split.py --json``): the latest by name."""
+    return sorted((ROOT / "benchmarks" / "results").glob("split*.json"))[-1]
+
+
+def render_page(runs: list[dict[str, Any]], split: dict[str, Any] | None = None) -> str:
+    """The page: ``runs`` (:func:`load`) and ``split`` (default: :func:`split_figures`')."""
     first = runs[0]
+    split = split if split is not None else json.loads(split_figures().read_text())
     return TEMPLATE.format(
         repeat=first["repeat"],
         date=first["date"],
         cores=first["cores"],
         table=render_table(runs),
+        split=render_split(split["rows"]),
+        split_repeat=split["rows"][0]["repeat"],
+        split_date=split["date"],
     )
 
 

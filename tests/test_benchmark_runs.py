@@ -83,6 +83,26 @@ def test_a_benchmark_runs_on_a_slice(
     assert expected in out
 
 
+def test_the_time_split_adds_up_and_leaves_the_command_s_files_as_they_are(
+    kth_slice: Path, tmp_path: Path
+) -> None:
+    """docs/speed.md quotes its table: each part of a whole replay command timed, the parts
+    within the whole, and the files those of a plain run (``--check``, else it fails)."""
+    saved = tmp_path / "split.json"
+    out = run(
+        "time_split.py",
+        *("--traces", str(kth_slice), "--repeat", "1", "--check", "--json", str(saved)),
+        cwd=tmp_path,
+    )
+    (row,) = json.loads(saved.read_text())["rows"]
+    assert row["same_files"] is True
+    parts = ("numpy", "pandas", "package", "load", "replay", "files")
+    assert all(row[part] > 0 for part in parts), row
+    assert sum(row[part] for part in parts) + row["rest"] == pytest.approx(row["whole"])
+    assert row["rest"] > 0, row  # the interpreter's start and exit at least
+    assert f"| {kth_slice.name.removesuffix('.swf.gz')}, FCFS | {row['whole']:.2f} s |" in out
+
+
 def test_the_compiled_scheduler_s_benchmark_runs_and_finds_the_same_job_table(
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,160 @@
+"""Where a whole ``replay`` command's time goes: the command run as users run it
+(``batsched-ml replay TRACE --policy P``, a new process each time), its wall time split into
+the imports (numpy, pandas with pyarrow, and the package itself, timed apart), loading the trace (read and
+cleaned), the replay (the simulator and the scheduler), writing the run's files (with the
+figures computed from them), and the rest (the interpreter's start and exit, the command line,
+the run folder's record), median of ``--repeat`` for each part.
+
+The command runs after a prelude that imports numpy, then pandas, then the package's modules
+that ``replay`` imports, timing each step, and that wraps the run pipeline's three steps
+(:mod:`batsched_ml.runs.pipeline`'s ``load``, ``run_replay`` and ``write_replay``) with a
+clock. Nothing else changes: the files are those of the command alone (``--check`` compares
+them with a plain run's).
+
+Usage::
+
+    python benchmarks/time_split.py                                   # KTH-SP2, full HPC2N, RICC
+    python benchmarks/time_split.py --traces KTH-SP2-1996-2.1-cln --repeat 1 --json split.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import run_wrapped, trace_named
+
+#: the prelude: each import timed in turn, the pipeline's steps wrapped, the times printed
+#: to stderr at exit as one ``SPLIT <json>`` line
+PRELUDE = """
+import atexit, json, sys, time
+_t = {}
+_s = time.perf_counter()
+import numpy
+_t["numpy"] = time.perf_counter() - _s
+_s = time.perf_counter()
+import pandas
+_t["pandas"] = time.perf_counter() - _s
+_s = time.perf_counter()
+import batsched_ml.cli, batsched_ml.cli.replay, batsched_ml.runs.pipeline as _p
+_t["package"] = time.perf_counter() - _s
+
+def _timed(name, function):
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _t[name] = _t.get(name, 0.0) + time.perf_counter() - started
+    return timed
+
+_p.load = _timed("load", _p.load)
+_p.run_replay = _timed("replay", _p.run_replay)
+_p.write_replay = _timed("files", _p.write_replay)
+atexit.register(lambda: print("SPLIT " + json.dumps(_t), file=sys.stderr))
+"""
+
+#: the parts of a command, in the order they happen
+PARTS = ("numpy", "pandas", "package", "load", "replay", "files")
+TRACES = ("KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln", "RICC-2010-2")
+FILES = ("jobs.csv", "predictions.csv", "summary.json")
+
+
+def measure(path: Path, policy: str, out: Path) -> dict[str, float]:
+    """One command's parts and its whole wall time (``whole``)."""
+    command = ["replay", str(path), "--policy", policy, "-q", "-o", str(out)]
+    whole, parts = run_wrapped(PRELUDE, command, "SPLIT")
+    if set(parts) != set(PARTS):  # a step the pipeline no longer takes: say so, never guess
+        raise SystemExit(f"the command did not go through every part: {sorted(parts)}")
+    return {"whole": whole, **parts}
+
+
+def plain_files_equal(path: Path, policy: str, measured: Path, tmp: Path) -> bool:
+    """Whether a plain run of the same command (no prelude) writes the same files."""
+    plain = tmp / "plain"
+    command = ["replay", str(path), "--policy", policy, "-q", "-o", str(plain)]
+    done = subprocess.run(
+        [sys.executable, "-m", "batsched_ml", *command],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise SystemExit(f"the plain run failed ({done.returncode}): {done.stderr.strip()}")
+    return all((plain / f).read_bytes() == (measured / f).read_bytes() for f in FILES)
+
+
+#: the compiled parts a replay runs on (``run.json``'s ``code``): a split measured without one
+#: is another command's, refused rather than printed
+COMPILED = ("kernel", "simulator", "scheduler")
+
+
+def split(path: Path, policy: str, repeat: int, check: bool) -> dict[str, Any]:
+    """The medians of ``repeat`` commands' parts, with ``rest`` (the whole minus the parts)."""
+    runs: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for turn in range(repeat):
+            runs.append(measure(path, policy, Path(tmp) / f"run{turn}"))
+        code = json.loads((Path(tmp) / "run0" / "run.json").read_text())["code"]
+        missing = [part for part in COMPILED if code.get(part) != "compiled"]
+        if missing:
+            raise SystemExit(f"measured without the compiled {', '.join(missing)}: rebuild them")
+        same = plain_files_equal(path, policy, Path(tmp) / "run0", Path(tmp)) if check else None
+    for run in runs:
+        run["rest"] = run["whole"] - sum(run[part] for part in PARTS)
+    medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    return {"trace": path.name, "policy": policy, "repeat": repeat, "same_files": same, **medians}
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table: seconds, and each part's share of the whole."""
+    head = "| trace, policy | whole | imports | load | replay | files | rest |"
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        whole = row["whole"]
+
+        def cell(seconds: float, whole: float = whole) -> str:
+            return f"{seconds:.2f} s ({100 * seconds / whole:.0f} %)"
+
+        imports = row["numpy"] + row["pandas"] + row["package"]
+        name = row["trace"].removesuffix(".swf.gz")
+        lines.append(
+            f"| {name}, {row['policy'].upper()} | {whole:.2f} s | {cell(imports)}: "
+            f"pandas {row['pandas']:.2f}, numpy {row['numpy']:.2f}, the package "
+            f"{row['package']:.2f} | {cell(row['load'])} | {cell(row['replay'])} | "
+            f"{cell(row['files'])} | {cell(row['rest'])} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--traces", nargs="+", default=list(TRACES), help="trace names or SWF files"
+    )
+    parser.add_argument("--policy", default="fcfs")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--check", action="store_true", help="compare with a plain run's files")
+    parser.add_argument("--json", type=Path, help="also write the figures (speed_page.py)")
+    args = parser.parse_args(argv)
+    started = time.strftime("%Y-%m-%d")
+    paths = [Path(t) if Path(t).is_file() else trace_named(t) for t in args.traces]
+    rows = [split(path, args.policy, args.repeat, args.check) for path in paths]
+    print(render(rows))
+    if any(row["same_files"] is False for row in rows):
+        print("the measured command wrote other files than a plain run", file=sys.stderr)
+        return 1
+    if args.json:
+        record = {"date": started, "rows": rows, "python": sys.version.split()[0]}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
