@@ -1,7 +1,8 @@
 """The compiled parts, built from source at install: the SimGrid kernel
 (``batsched_ml.sim._ckernel``), the compiled simulator of static workloads
 (``batsched_ml.sim._csim``), the forest's walk (``batsched_ml.predict._cforest``), the
-forest's grower (``batsched_ml.predict._cgrow``), Batsim 5's decision-component library
+forest's grower (``batsched_ml.predict._cgrow``), the SWF reader's number parser
+(``batsched_ml.workload._cswf``), Batsim 5's decision-component library
 (``batsched_ml._edc``, which embeds Python: built only where libpython is a shared library) and
 the scheduler's own Python modules compiled by mypyc (``batsched_ml.compiled.SCHEDULER_GROUP``).
 
@@ -104,6 +105,7 @@ setup(
         extension("batsched_ml.sim._csim", "batsched_ml/sim/_csim.c"),
         extension("batsched_ml.predict._cforest", "batsched_ml/predict/_cforest.c"),
         extension("batsched_ml.predict._cgrow", "batsched_ml/predict/_cgrow.c"),
+        extension("batsched_ml.workload._cswf", "batsched_ml/workload/_cswf.c"),
         *edc_library(),
         *scheduler_group(),
     ]

@@ -1,6 +1,6 @@
 """The optional compiled parts, and the one rule that decides whether one is used.
 
-Four C extensions are built from source at ``pip install`` (``setup.py``), each giving exactly
+Five C extensions are built from source at ``pip install`` (``setup.py``), each giving exactly
 what a reference that stays in the package gives:
 
 * ``batsched_ml.sim._ckernel``: the SimGrid kernel (:class:`batsched_ml.sim.simgrid.Kernel`);
@@ -9,7 +9,9 @@ what a reference that stays in the package gives:
 * ``batsched_ml.predict._cforest``: the forest's walk (:meth:`batsched_ml.predict.forest.
   FastForest.proba`);
 * ``batsched_ml.predict._cgrow``: the forest's grower (:mod:`batsched_ml.predict.grow`; the
-  reference is scikit-learn's own ``RandomForestClassifier.fit``).
+  reference is scikit-learn's own ``RandomForestClassifier.fit``);
+* ``batsched_ml.workload._cswf``: the SWF reader's number parser (the reference is pandas' C
+  parser, :func:`batsched_ml.workload.swf._parse_numbers`).
 
 All are optional (without a C compiler the install goes on and the references run, with the
 same results, more slowly). A compiled part is used when it was built from the very source
@@ -31,7 +33,7 @@ edited since the build: the edit must count), when the build is incomplete, or u
 ``BATSCHED_ML_KERNEL=python``, every module of the group is imported from its ``.py`` (a warning
 says so, except for the variable), although Python would otherwise prefer the ``.so`` beside it.
 
-A fifth build is not a compiled part of this kind: Batsim 5's decision-component library
+A sixth build is not a compiled part of this kind: Batsim 5's decision-component library
 (``batsched_ml._edc``, :mod:`batsched_ml.serving.edc`), which Batsim loads and which embeds Python;
 it has no reference (serving over a socket is the alternative), is built only where libpython is a
 shared library, and is stamped with its source digest the same way (:func:`source_digest`, checked

@@ -1,29 +1,73 @@
-"""Time reading and converting SWF traces (issue: HPC2N under 2 s to read)."""
+"""Time reading and converting SWF traces: ``read_swf`` with the compiled number parser
+(``batsched_ml/workload/_cswf.c``) and with its reference, pandas' parser (the compiled parts
+turned off), in turn, median of ``--repeat``, and whether both read the same jobs; then
+``convert_trace``.
+
+Usage::
+
+    python benchmarks/bench_swf.py                      # KTH-SP2, full HPC2N, RICC, CEA-Curie
+    python benchmarks/bench_swf.py --traces KTH-SP2-1996-2.1-cln --repeat 1
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import statistics
 import time
 
-from _common import HPC2N, KTH, need, peak_rss_mib
+from _common import trace_named
 
+from batsched_ml.compiled import VARIABLE
 from batsched_ml.workload.convert import convert_trace
-from batsched_ml.workload.swf import read_swf
+from batsched_ml.workload.swf import SwfTrace, read_swf
+
+TRACES = ("KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln", "RICC-2010-2", "CEA-Curie-2011-2.1-cln")
+
+
+def timed_read(path: object, reference: bool) -> tuple[float, SwfTrace]:
+    """One ``read_swf`` of ``path``, by the reference parser or not."""
+    saved = os.environ.get(VARIABLE)
+    if reference:
+        os.environ[VARIABLE] = "python"
+    else:
+        os.environ.pop(VARIABLE, None)
+    try:
+        start = time.perf_counter()
+        trace = read_swf(path)  # type: ignore[arg-type]
+        return time.perf_counter() - start, trace
+    finally:
+        if saved is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = saved
 
 
 def main() -> None:
-    for path in (KTH, need(HPC2N)):
-        best_read = best_convert = float("inf")
-        for _ in range(3):
-            start = time.perf_counter()
-            trace = read_swf(path)
-            best_read = min(best_read, time.perf_counter() - start)
-            start = time.perf_counter()
-            workload = convert_trace(trace)
-            best_convert = min(best_convert, time.perf_counter() - start)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", nargs="+", default=list(TRACES))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print("| trace | jobs | read, compiled parser | read, pandas | ratio | same jobs | convert |")
+    print("|---|---|---|---|---|---|---|")
+    for name in args.traces:
+        path = trace_named(name)
+        compiled: list[float] = []
+        reference: list[float] = []
+        same = True
+        for _ in range(args.repeat):
+            seconds, ours = timed_read(path, reference=False)
+            compiled.append(seconds)
+            seconds, theirs = timed_read(path, reference=True)
+            reference.append(seconds)
+            same = same and ours.jobs.equals(theirs.jobs)
+        start = time.perf_counter()
+        convert_trace(ours)
+        convert = time.perf_counter() - start
+        ratio = statistics.median(compiled) / statistics.median(reference)
         print(
-            f"{trace.name}: {len(trace):,} jobs, read {best_read:.2f} s, "
-            f"convert {best_convert:.2f} s ({workload.report.kept_jobs:,} kept), "
-            f"peak RSS {peak_rss_mib():.0f} MiB (best of 3)"
+            f"| {ours.name} | {len(ours):,} | {statistics.median(compiled):.3f} s | "
+            f"{statistics.median(reference):.3f} s | {ratio:.2f} | {same} | {convert:.2f} s |"
         )
 
 

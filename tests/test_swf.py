@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import os
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from batsched_ml import compiled
+from batsched_ml.workload import swf
 from batsched_ml.workload.swf import SWF_FIELDS, SwfError, read_swf
 from tests.conftest import TRACES
 
@@ -140,3 +145,144 @@ def test_reads_the_real_kth_trace() -> None:
     assert trace.header.max_procs == 100
     assert trace.jobs["job_number"].iloc[0] == 15
     assert trace.jobs["job_number"].iloc[-1] == 28_490  # = MaxJobs
+
+
+def test_an_integer_field_beyond_int64_stays_a_float(tmp_path: Path) -> None:
+    """A whole number the int64 column cannot hold is kept as it was read (the cast wrapped it
+    round to another number, with only a RuntimeWarning)."""
+    line = LINES[0].replace("1 0 5", "1e30 0 5", 1)
+    trace = read_swf(write(tmp_path, HEADER + "\n".join([line, *LINES[1:]]) + "\n"))
+    assert trace.jobs["job_number"].tolist() == [1e30, 2.0, 3.0]
+    assert trace.jobs["user_id"].dtype.kind == "i"
+
+
+# --- the compiled number parser (_cswf.c) against its reference, pandas' C parser -------------
+
+
+def _cswf() -> Any:
+    """The compiled parser built from this source; a failure where CI requires the compiled
+    parts (``BATSCHED_ML_REQUIRE_COMPILED=1``), else a skip (no compiler at install)."""
+    module = compiled.compiled_module(swf._CSWF, CSWF_SOURCE)
+    if module is None:
+        if os.environ.get("BATSCHED_ML_REQUIRE_COMPILED") == "1":
+            pytest.fail("the SWF number parser is not built (BATSCHED_ML_REQUIRE_COMPILED=1)")
+        pytest.skip("the SWF number parser is not built in this install (or is turned off)")
+    return module
+
+
+CSWF_SOURCE = Path(swf.__file__).with_name("_cswf.c")
+
+
+def _reference(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``_parse_numbers`` of ``lines`` by pandas alone (the compiled parts turned off): the
+    frame, or the ValueError it raises."""
+    with monkeypatch.context() as patch:
+        patch.setenv(compiled.VARIABLE, "python")
+        try:
+            return swf._parse_numbers(lines)
+        except ValueError as error:
+            return error
+
+
+def _same_frames(ours: Any, theirs: Any) -> None:
+    assert list(ours.columns) == list(theirs.columns)
+    for name in ours.columns:
+        a, b = ours[name].to_numpy(), theirs[name].to_numpy()
+        assert a.dtype == b.dtype, name
+        assert a.tobytes() == b.tobytes(), name  # bit for bit: -0.0 and 0.0 differ
+
+
+TRACE_NAMES = sorted(path.name for path in TRACES.glob("*.swf.gz")) if TRACES.is_dir() else []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=[]
+            if name.startswith(("KTH", "SDSC-SP2", "lublin", "NASA"))
+            else [pytest.mark.long],
+        )
+        for name in TRACE_NAMES
+    ],
+)
+def test_the_compiled_parser_reads_each_trace_as_pandas_does(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = _cswf()
+    text = swf._read_text(TRACES / name)
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(";")]
+    assert module.parse("\n".join(lines).encode(), len(SWF_FIELDS)) is not None  # taken
+    _same_frames(swf._parse_numbers(lines), _reference(lines, monkeypatch))
+
+
+def _field(rng: random.Random) -> str:
+    """A field of any shape a trace or a fuzzer may hold."""
+    kind = rng.randrange(12)
+    if kind == 0:
+        return str(rng.randint(-1, 10**6))
+    if kind == 1:
+        return f"{rng.uniform(-1e6, 1e6):.{rng.randint(0, 9)}f}"
+    if kind == 2:
+        return repr(rng.uniform(-1e3, 1e3))  # 16 or 17 digits: the reference's
+    if kind == 3:
+        return f"{rng.randint(1, 999)}e{rng.randint(-30, 30)}"
+    if kind == 4:
+        return rng.choice(["-0", "+0", "0.", ".5", "-.5", "5.", "00012", "1E+03", "1e-0", "-0.0"])
+    if kind == 5:
+        return rng.choice([".", "-", "+", "e5", "1e", "1e+", "1.2.3", "--1", "1e1000", "0x10"])
+    if kind == 6:
+        return rng.choice(["nan", "inf", "-inf", "NaN", "1_000", "١", "1,5", "12a"])
+    if kind == 7:
+        return str(rng.randint(10**14, 10**18))  # 15 to 19 digits
+    if kind == 8:
+        return f"{rng.randint(0, 10**15)}.{rng.randint(0, 10**6)}"
+    if kind == 9:
+        return f"{rng.randint(0, 99)}e{rng.choice(['22', '23', '-22', '-23', '300', '-300'])}"
+    return str(rng.randint(0, 3000))
+
+
+def test_the_compiled_parser_reads_what_pandas_reads_or_leaves_it_to_pandas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Random lines: what the compiled parser takes it reads bit for bit as pandas does; a line
+    it refuses (another field count, a field it is not sure of) sends the whole parse to
+    pandas. Every shape of field is taken at least once, and refused at least once."""
+    module = _cswf()
+    rng = random.Random(7)
+    taken = refused = 0
+    for _ in range(400):
+        lines = []
+        for _ in range(rng.randint(1, 3)):
+            count = 18 if rng.random() < 0.97 else rng.choice([17, 19])
+            separators = [rng.choice([" ", "  ", "\t", " \t "]) for _ in range(count - 1)]
+            fields = [_field(rng) if rng.random() < 0.3 else str(rng.randint(-1, 99))]
+            fields += [_field(rng) if rng.random() < 0.04 else "-1" for _ in range(count - 1)]
+            line = fields[0] + "".join(s + f for s, f in zip(separators, fields[1:], strict=True))
+            lines.append(line)
+        parsed = module.parse("\n".join(lines).encode(), len(SWF_FIELDS))
+        reference = _reference(lines, monkeypatch)
+        if parsed is None:
+            refused += 1
+            continue
+        taken += 1
+        assert not isinstance(reference, ValueError), lines  # taken: pandas reads it too
+        _same_frames(swf._parse_numbers(lines), reference)
+    assert taken > 50 and refused > 50, (taken, refused)
+
+
+def test_the_compiled_parser_refuses_what_it_cannot_be_sure_of() -> None:
+    module = _cswf()
+    line = " ".join(["1"] * 18)
+    assert module.parse(line.encode(), 18) is not None
+    for bad in ("1" * 16, "1.00000000000000001", "1e23", "1e-23", "nan", "0x1", "1e1234"):
+        assert module.parse(line.replace("1", bad, 1).encode(), 18) is None, bad
+    assert module.parse(" ".join(["1"] * 17).encode(), 18) is None
+    assert module.parse((line + " 1").encode(), 18) is None
+    assert module.parse((line + "\n" + line).encode(), 18) is not None
+    assert module.parse((line + "\n").encode(), 18) is None  # an empty line: not a job line
+    assert module.parse(b"", 18) is None
+    with pytest.raises(ValueError, match="positive"):
+        module.parse(b"1", 0)

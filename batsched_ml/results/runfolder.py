@@ -103,7 +103,8 @@ def code_identity() -> dict[str, Any]:
     files differ from it), the simulator's kernel and the result-shaping libraries' versions.
 
     The digest covers the package's Python files and, for each compiled part in use (the
-    SimGrid kernel, the compiled simulator, the forest's walk, the forest's grower:
+    SimGrid kernel, the compiled simulator, the forest's walk, the forest's grower, the SWF
+    number parser:
     :mod:`batsched_ml.compiled`), the
     digest of the C source it was built from (the module knows it: an installed wheel has no
     ``.c`` file to read); ``scheduler`` says whether the scheduler ran compiled by mypyc from
@@ -123,6 +124,7 @@ def code_identity() -> dict[str, Any]:
         ("simulator", "sim/_csim.c"),
         ("forest", "predict/_cforest.c"),
         ("grow", "predict/_cgrow.c"),
+        ("swf", "workload/_cswf.c"),
     ):
         name = "batsched_ml." + source.removesuffix(".c").replace("/", ".")
         module = compiled_module(name, package / source)
