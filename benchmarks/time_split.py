@@ -40,8 +40,10 @@ _s = time.perf_counter()
 import numpy
 _t["numpy"] = time.perf_counter() - _s
 _s = time.perf_counter()
-import pandas
+if sys.argv[1] == "pandas":  # (timed apart only where the command imports it: PANDAS_PROBE)
+    import pandas
 _t["pandas"] = time.perf_counter() - _s
+del sys.argv[1]
 _s = time.perf_counter()
 import batsched_ml.cli, batsched_ml.cli.replay, batsched_ml.runs.pipeline as _p
 _t["package"] = time.perf_counter() - _s
@@ -61,15 +63,32 @@ _p.write_replay = _timed("files", _p.write_replay)
 atexit.register(lambda: print("SPLIT " + json.dumps(_t), file=sys.stderr))
 """
 
+#: whether the modules ``replay`` imports import pandas: if they no longer do, the prelude
+#: must not import it (it would charge the command an import it does not make)
+PANDAS_PROBE = (
+    "import sys, batsched_ml.cli, batsched_ml.cli.replay, batsched_ml.runs.pipeline; "
+    "print('pandas' in sys.modules)"
+)
+
 #: the parts of a command, in the order they happen
 PARTS = ("numpy", "pandas", "package", "load", "replay", "files")
 TRACES = ("KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln", "RICC-2010-2")
 FILES = ("jobs.csv", "predictions.csv", "summary.json")
 
 
-def measure(path: Path, policy: str, out: Path) -> dict[str, float]:
-    """One command's parts and its whole wall time (``whole``)."""
-    command = ["replay", str(path), "--policy", policy, "-q", "-o", str(out)]
+def imports_pandas() -> bool:
+    """Whether a ``replay`` command imports pandas (:data:`PANDAS_PROBE`, a new process)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PANDAS_PROBE], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip() == "True"
+
+
+def measure(path: Path, policy: str, out: Path, pandas: bool) -> dict[str, float]:
+    """One command's parts and its whole wall time (``whole``); ``pandas``: whether the
+    command imports pandas (:func:`imports_pandas`)."""
+    command = ["pandas" if pandas else "-", "replay", str(path), "--policy", policy, "-q"]
+    command += ["-o", str(out)]
     whole, parts = run_wrapped(PRELUDE, command, "SPLIT")
     if set(parts) != set(PARTS):  # a step the pipeline no longer takes: say so, never guess
         raise SystemExit(f"the command did not go through every part: {sorted(parts)}")
@@ -98,9 +117,10 @@ COMPILED = ("kernel", "simulator", "scheduler")
 def split(path: Path, policy: str, repeat: int, check: bool) -> dict[str, Any]:
     """The medians of ``repeat`` commands' parts, with ``rest`` (the whole minus the parts)."""
     runs: list[dict[str, float]] = []
+    pandas = imports_pandas()
     with tempfile.TemporaryDirectory() as tmp:
         for turn in range(repeat):
-            runs.append(measure(path, policy, Path(tmp) / f"run{turn}"))
+            runs.append(measure(path, policy, Path(tmp) / f"run{turn}", pandas))
         code = json.loads((Path(tmp) / "run0" / "run.json").read_text())["code"]
         missing = [part for part in COMPILED if code.get(part) != "compiled"]
         if missing:
@@ -109,7 +129,8 @@ def split(path: Path, policy: str, repeat: int, check: bool) -> dict[str, Any]:
     for run in runs:
         run["rest"] = run["whole"] - sum(run[part] for part in PARTS)
     medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    return {"trace": path.name, "policy": policy, "repeat": repeat, "same_files": same, **medians}
+    row = {"trace": path.name, "policy": policy, "repeat": repeat, "same_files": same}
+    return {**row, "imports_pandas": pandas, **medians}
 
 
 def render(rows: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 #: Set in the process that runs a test marked ``scheduler_source`` (see pytest_pyfunc_call)
 SCHEDULER_SOURCE = "BATSCHED_ML_TEST_SCHEDULER_SOURCE"
@@ -79,6 +79,16 @@ def load_case(name: str) -> ReferenceCase:
     path = REFERENCE / name
     records = [json.loads(line) for line in (path / "messages.jsonl").read_text().splitlines()]
     return ReferenceCase(name, path, records, (path / "command.txt").read_text())
+
+
+def missing_compiled(
+    what: str, why: str = "is not built in this install (or is turned off)"
+) -> NoReturn:
+    """Stop a test that needs the compiled part ``what``: a failure where it must be there (CI
+    sets ``BATSCHED_ML_REQUIRE_COMPILED=1``), else a skip (no compiler at install)."""
+    if os.environ.get("BATSCHED_ML_REQUIRE_COMPILED") == "1":
+        pytest.fail(f"{what} {why} (BATSCHED_ML_REQUIRE_COMPILED=1)")
+    pytest.skip(f"{what} {why}")
 
 
 def need_shared() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from batsched_ml import compiled
-from tests.conftest import ROOT
+from tests.conftest import ROOT, missing_compiled
 
 # which file each module of the group was loaded from, and what the guard decided
 SHOW = """
@@ -95,9 +95,7 @@ def compiled_files(files: list[str]) -> bool:
 def built() -> None:
     shown, _ = run(SHOW)
     if shown["state"][0] != "compiled":
-        if os.environ.get("BATSCHED_ML_REQUIRE_COMPILED") == "1":
-            pytest.fail(f"the compiled scheduler is not used: {shown['state'][1]}")
-        pytest.skip(f"the compiled scheduler is not used: {shown['state'][1]}")
+        missing_compiled("the compiled scheduler", f"is not used: {shown['state'][1]}")
 
 
 def test_the_compiled_scheduler_runs_where_it_was_built(built: None) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import random
 import struct
 import tracemalloc
@@ -51,7 +50,7 @@ from batsched_ml.results.outputs import write_replay
 from batsched_ml.runs.replaying import ReplayConfig, ReplayResult, make_scheduler, run_replay
 from batsched_ml.sim import csim, jobs_csv
 from batsched_ml.sim.simulator import InvalidDecision, SimulationError
-from tests.conftest import REFERENCE, SHARED, workload_head
+from tests.conftest import REFERENCE, SHARED, missing_compiled, workload_head
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "batsched_ml" / "sim" / "_csim.c"
@@ -64,9 +63,7 @@ def engine() -> Any:
     BATSCHED_ML_REQUIRE_COMPILED=1), else a skip (no compiler at install)."""
     module = csim.module()
     if module is None:
-        if os.environ.get("BATSCHED_ML_REQUIRE_COMPILED") == "1":
-            pytest.fail("the compiled simulator is not built (BATSCHED_ML_REQUIRE_COMPILED=1)")
-        pytest.skip("the compiled simulator is not built in this install (or is turned off)")
+        missing_compiled("the compiled simulator")
     assert compiled.source_digest(SOURCE) == module.SOURCE_SHA256
     return module
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
 import threading
 from types import FrameType, ModuleType
 
@@ -11,6 +10,7 @@ import pytest
 
 from batsched_ml.gc_control import alive_frozen, collector_paused
 from batsched_ml.sim import csim
+from tests.conftest import missing_compiled
 
 
 @pytest.fixture
@@ -19,9 +19,7 @@ def compiled() -> ModuleType:
     where it must be there (CI sets BATSCHED_ML_REQUIRE_COMPILED=1), else a skip."""
     module = csim.module()
     if module is None:
-        if os.environ.get("BATSCHED_ML_REQUIRE_COMPILED") == "1":
-            pytest.fail("the compiled simulator is not built (BATSCHED_ML_REQUIRE_COMPILED=1)")
-        pytest.skip("the compiled simulator is not built in this install (or is turned off)")
+        missing_compiled("the compiled simulator")
     return module
 
 

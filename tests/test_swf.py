@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 from batsched_ml import compiled
 from batsched_ml.workload import swf
 from batsched_ml.workload.swf import SWF_FIELDS, SwfError, read_swf
-from tests.conftest import TRACES
+from tests.conftest import TRACES, missing_compiled
 
 HEADER = """; Version: 2.2
 ; Computer: Test machine
@@ -164,9 +163,7 @@ def _cswf() -> Any:
     parts (``BATSCHED_ML_REQUIRE_COMPILED=1``), else a skip (no compiler at install)."""
     module = compiled.compiled_module(swf._CSWF, CSWF_SOURCE)
     if module is None:
-        if os.environ.get("BATSCHED_ML_REQUIRE_COMPILED") == "1":
-            pytest.fail("the SWF number parser is not built (BATSCHED_ML_REQUIRE_COMPILED=1)")
-        pytest.skip("the SWF number parser is not built in this install (or is turned off)")
+        missing_compiled("the SWF number parser")
     return module
 
 
