@@ -242,6 +242,11 @@ def test_a_wfp_pass_given_what_fits_decides_as_one_given_the_whole_queue(
             reply = given_what_fits.handle(message)
             assert given_all.handle(message) == reply
             modes.add(given_what_fits._wfp is not None)
+            if given_what_fits._wfp is not None and not given_what_fits._wfp_fresh:
+                # the kept groups hold every waiting job but the starving ones taken out
+                out = given_what_fits._wfp_out
+                assert len(given_what_fits._wfp) + len(out) == len(given_what_fits.waiting)
+                assert out <= {entry.seq for entry in given_what_fits.waiting.values()}
             made = given_what_fits.last_reservation
             if made is not None:  # the same head and reservation (None: a skipped pass)
                 whole = given_all.last_reservation

@@ -320,6 +320,10 @@ class BatchScheduler:
         self.wfp_queue_from = 256
         self.wfp_queue_below = 64
         self._wfp_fresh = False  # _wfp is to be made from the waiting jobs at the next pass
+        # the seqs of the starving jobs taken out of _wfp (none of them is in it): a starving
+        # job is taken out once, not looked for again at every later pass (a third of a RICC
+        # replay under WFP, with thousands starving)
+        self._wfp_out: set[int] = set()
         self._res_count: dict[int, int] = {}  # every waiting job's size: how many
         self._res_values: list[int] = []  # the sizes of _res_count, sorted
         self._wfp_threshold = starvation_threshold
@@ -707,6 +711,7 @@ class BatchScheduler:
                 return self._wfp_walk(now)
             self._wfp = WfpQueue()  # made from the waiting jobs by _wfp_starving
             self._wfp_fresh = True
+            self._wfp_out = set()
             self._res_count = {}
             self._res_values = []
             for entry in self.waiting.values():
@@ -799,14 +804,18 @@ class BatchScheduler:
             and threshold == self._wfp_threshold
         ):
             starving = self._starving(now)
+            out = self._wfp_out
             for entry in starving:
-                queue.remove(entry)
+                if entry.seq not in out:  # starving since the last pass
+                    queue.remove(entry)
+                    out.add(entry.seq)
             return starving
         rest: list[WaitingJob] = []
         starving = self._starving(now, rest)
         queue = self._wfp = WfpQueue()
         for entry in rest:
             queue.add(entry)
+        self._wfp_out = {entry.seq for entry in starving}
         self._wfp_threshold = threshold
         self._wfp_fresh = False
         return starving
@@ -827,7 +836,10 @@ class BatchScheduler:
     def _wfp_remove(self, entry: WaitingJob) -> None:
         """``entry`` started, under WFP with a long queue: out of :attr:`_wfp` and the sizes."""
         assert self._wfp is not None
-        self._wfp.remove(entry)
+        if entry.seq in self._wfp_out:  # starving: out of _wfp already
+            self._wfp_out.remove(entry.seq)
+        else:
+            self._wfp.remove(entry)
         self._count_size(entry.res, -1)
 
     def _count_size(self, res: int, change: int) -> None:
