@@ -63,15 +63,18 @@ FIGURE_COLUMNS: tuple[str, ...] = (
 
 
 def read_jobs_csv(
-    path: str | Path | IO[str], *, columns: tuple[str, ...] | None = None
+    path: str | Path | IO[str], *, columns: tuple[str, ...] | None = None, objects: bool = False
 ) -> pd.DataFrame:
     """A Batsim jobs table, with ``job_id`` kept as text; only ``columns`` if given (in the
-    file's order)."""
-    return pd.read_csv(
-        path,
-        dtype={"job_id": str, "workload_name": str, "allocated_resources": str},
-        usecols=list(columns) if columns is not None else None,
-    )
+    file's order).
+
+    ``objects``: the text columns as Python strings (columns of objects) rather than pandas'
+    text type, for a table read only to compute from (the figures of a replay's own table):
+    making pandas' text columns (Arrow strings) and taking the strings back out of them was
+    half of reading RICC's figure columns. The numbers are read the same way either way."""
+    text: type = object if objects else str
+    dtype: dict[str, Any] = {"job_id": text, "workload_name": text, "allocated_resources": text}
+    return pd.read_csv(path, dtype=dtype, usecols=list(columns) if columns is not None else None)
 
 
 RESUBMIT_SUFFIX = "_resub"

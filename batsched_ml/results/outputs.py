@@ -156,7 +156,7 @@ class Memory:
         self.texts[name] = text if isinstance(text, str) else "".join(text)
 
     def figure_table(self) -> pd.DataFrame:
-        return read_jobs_csv(io.StringIO(self.texts[JOBS]), columns=FIGURE_COLUMNS)
+        return read_jobs_csv(io.StringIO(self.texts[JOBS]), columns=FIGURE_COLUMNS, objects=True)
 
 
 def files_of(out: str | Path | Files) -> Files:
@@ -171,8 +171,8 @@ def read_figure_columns(path: Path) -> pd.DataFrame:
     a reader opens. Parsing the other columns (the allocations' text above all) took a third of the
     parse's time and memory; the file is read back from the system's cache rather than parsed from
     the text in memory, which would need a second copy of it (a third of the run's peak memory on
-    HPC2N)."""
-    return read_jobs_csv(path, columns=FIGURE_COLUMNS)
+    HPC2N). Its text columns are Python strings (``objects``): the table is only computed from."""
+    return read_jobs_csv(path, columns=FIGURE_COLUMNS, objects=True)
 
 
 def write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:
@@ -294,7 +294,7 @@ def write_predictions(
     the time spent predicting per job (into ``timing``, or a ``timing.json`` of its own for a
     served run's collect) and the quality figures for ``summary.json``."""
     jobs = jobs[jobs["final_state"] != "REJECTED"]
-    ids = jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
+    ids = _job_keys(jobs)
     predicted = _mapped(ids, predictions)
     table = pd.DataFrame(
         {"job_id": ids, "predicted": predicted, "actual": jobs["execution_time"]}
@@ -309,6 +309,19 @@ def write_predictions(
     else:
         timing["predict_us_per_job"] = per_job
     return quality
+
+
+def _job_keys(jobs: pd.DataFrame) -> pd.Series:
+    """Each row's ``"<workload>!<job_id>"``, the key the predictors record their predictions
+    under: ``workload_name.astype(str) + "!" + job_id.astype(str)``, made as Python strings in
+    a column of objects when every name and id is a string (no cell missing), rather than
+    through pandas' text type and back (a third of RICC's ``predictions.csv``)."""
+    names = jobs["workload_name"].tolist()
+    numbers = jobs["job_id"].tolist()
+    if set(map(type, names)) | set(map(type, numbers)) <= {str}:
+        keys = [f"{name}!{number}" for name, number in zip(names, numbers, strict=True)]
+        return pd.Series(keys, index=jobs.index, dtype=object)
+    return jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
 
 
 def _mapped(ids: pd.Series, values: Mapping[str, float]) -> pd.Series:
