@@ -1,6 +1,7 @@
-"""Time reading and converting SWF traces: ``read_swf`` with the compiled number parser
-(``batsched_ml/workload/_cswf.c``) and with its reference, pandas' parser (the compiled parts
-turned off), in turn, median of ``--repeat``, and whether both read the same jobs; then
+"""Time reading and converting SWF traces: ``read_swf`` with the compiled reader
+(``batsched_ml/workload/_cswf.c``: the lines split and their numbers parsed in one pass) and
+with its reference, the reader's own steps and pandas' parser (the compiled parts turned off),
+in turn, median of ``--repeat``, and whether both read the same jobs; then
 ``convert_trace``.
 
 Usage::

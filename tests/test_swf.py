@@ -283,3 +283,129 @@ def test_the_compiled_parser_refuses_what_it_cannot_be_sure_of() -> None:
     assert module.parse(b"", 18) is None
     with pytest.raises(ValueError, match="positive"):
         module.parse(b"1", 0)
+
+
+# --- the compiled reader of a whole file (_cswf.read) against the reader's own steps ----------
+
+
+def _python_read(path: Path, monkeypatch: pytest.MonkeyPatch, *, lenient: bool = False) -> Any:
+    """``read_swf`` with the compiled parts turned off (the lines split and stripped by Python,
+    the numbers read by pandas): the trace, or the SwfError it raises."""
+    with monkeypatch.context() as patch:
+        patch.setenv(compiled.VARIABLE, "python")
+        try:
+            return read_swf(path, lenient=lenient)
+        except SwfError as error:
+            return error
+
+
+def _same_traces(ours: Any, theirs: Any) -> None:
+    if isinstance(theirs, SwfError):
+        assert isinstance(ours, SwfError) and str(ours) == str(theirs)
+        return
+    assert ours.header.fields == theirs.header.fields
+    _same_frames(ours.jobs, theirs.jobs)
+    assert ours.line_numbers.dtype == theirs.line_numbers.dtype
+    assert ours.line_numbers.tolist() == theirs.line_numbers.tolist()
+    assert ours.skipped_lines == theirs.skipped_lines
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=[] if name.startswith(("KTH", "lublin", "NASA")) else [pytest.mark.long],
+        )
+        for name in TRACE_NAMES
+    ],
+)
+def test_the_compiled_reader_reads_each_trace_as_the_reader_does(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = _cswf()
+    path = TRACES / name
+    assert module.read(swf._read_bytes(path), len(SWF_FIELDS)) is not None  # taken
+    _same_traces(read_swf(path), _python_read(path, monkeypatch))
+
+
+def _job_line(rng: random.Random) -> str:
+    count = 18 if rng.random() < 0.95 else rng.choice([17, 19])
+    fields = [
+        _field(rng) if rng.random() < 0.02 else str(rng.randint(-1, 999)) for _ in range(count)
+    ]
+    return "".join(rng.choice([" ", "  ", "\t", " \t"]) + f for f in fields).lstrip(
+        rng.choice(["", " \t"])
+    )
+
+
+def _comment(rng: random.Random) -> str:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return f"; MaxProcs: {rng.randint(1, 512)}"
+    if kind == 1:
+        return f";\tUnixStartTime:{rng.randint(0, 10**9)}  "
+    if kind == 2:
+        return ";       a continued note "
+    if kind == 3:
+        return "; Note: " + rng.choice(["café", "naïve", "plain", "a\x0cform feed", "a\x1fb"])
+    if kind == 4:
+        return ";"
+    return "; Computer: test"
+
+
+def test_the_compiled_reader_splits_and_strips_lines_as_python_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random files (comments anywhere, empty and blank lines, leading and trailing spaces and
+    tabs, every line end, a last line with or without one, bytes beyond ASCII or control
+    characters, lines of another field count or a field the parser refuses, plain or lenient):
+    the same trace, or the same error, as the reader's own steps; the compiled reader takes
+    many files and leaves many to the reader."""
+    module = _cswf()
+    rng = random.Random(11)
+    taken = refused = 0
+    for round in range(300):
+        pieces = []
+        for _ in range(rng.randint(0, 12)):
+            kind = rng.random()
+            if kind < 0.6:
+                pieces.append(_job_line(rng))
+            elif kind < 0.85:
+                pieces.append(rng.choice(["", " ", "\t", "  \t "]) + _comment(rng))
+            else:
+                pieces.append(rng.choice(["", " ", "\t \t"]))
+        ends = [rng.choice(["\n", "\n", "\r\n", "\r"]) for _ in pieces]
+        body = "".join(p + e for p, e in zip(pieces, ends, strict=True))
+        if pieces and rng.random() < 0.3:
+            body = body.rstrip("\r\n")
+        encoding = rng.choice(["utf-8", "latin-1"])
+        path = tmp_path / f"{round}.swf"
+        path.write_bytes(body.encode(encoding, errors="replace"))
+        lenient = rng.random() < 0.3
+        if module.read(path.read_bytes(), len(SWF_FIELDS)) is None:
+            refused += 1
+        else:
+            taken += 1
+        try:
+            ours: Any = read_swf(path, lenient=lenient)
+        except SwfError as error:
+            ours = error
+        _same_traces(ours, _python_read(path, monkeypatch, lenient=lenient))
+    assert taken > 60 and refused > 60, (taken, refused)
+
+
+def test_the_compiled_reader_refuses_what_it_cannot_be_sure_of() -> None:
+    module = _cswf()
+    line = " ".join(["1"] * 18).encode()
+    values, numbers, comments = module.read(b"; A: b \r\n\r\n  " + line + b"\t\n;c\r" + line, 18)
+    assert len(values) == 2 * 18 * 8 and comments == ["; A: b", ";c"]
+    assert list(memoryview(numbers).cast("q")) == [3, 5]
+    assert module.read(b"", 18) == (b"", b"", [])
+    assert module.read(b"\n\n;x\n", 18) == (b"", b"", [";x"])
+    for bad in (b"\x0c", b"\x0b", b"\x1c", b"\x1f", b"\x7f", b"\x85", b"\xc3\xa9", b"\x00"):
+        assert module.read(b"; note " + bad + b"\n" + line, 18) is None, bad
+    assert module.read(line + b" 1", 18) is None  # 19 fields
+    assert module.read(line.replace(b"1", b"1e23", 1), 18) is None  # not sure of the number
+    with pytest.raises(ValueError, match="positive"):
+        module.read(b"1", 0)

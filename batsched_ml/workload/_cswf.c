@@ -8,6 +8,17 @@
  * parses the lines (and finds the culprit), so what this accepts it reads exactly as pandas
  * does, and what it refuses costs only the reference's time.
  *
+ * read(text, fields) takes a whole file's bytes (decompressed) and does what the reader does
+ * with its lines before the numbers (batsched_ml.workload.swf.read_swf: split into lines,
+ * each stripped, empty ones skipped, those that begin with ';' kept as the header's) and the
+ * numbers of the others, in one pass: it returns (values, line numbers, comment lines), the
+ * values as parse's, the 1-based line number of each job line as int64 bytes, the comment
+ * lines as str, or None when it is not sure to split the lines as Python's str.splitlines and
+ * str.strip do, or to read a job line as parse does. It is sure of a file of printable ASCII
+ * bytes, spaces, tabs and line ends ("\n", "\r\n" or "\r"): any other byte (a control
+ * character, which Python may take for a line end or strip, a byte beyond ASCII, which the
+ * reader decodes) leaves the whole file to the reader's own steps.
+ *
  * Sure means: an optional sign, digits with an optional fraction, an optional exponent (at
  * most three digits), at most 15 significant digits in all, and a power of ten of at most 22
  * in magnitude. Then the value is its digits, an integer below 2**53 (exact as a double),
@@ -143,9 +154,108 @@ parse(PyObject *self, PyObject *args)
     return out;
 }
 
+/* The fields of the job line [at, stop) into values[0..fields): 1, or 0 if it has another
+   number of fields or a field parse would refuse. */
+static int
+job_line(const char *at, const char *stop, Py_ssize_t fields, double *values)
+{
+    Py_ssize_t field = 0;
+    for (;;) {
+        while (at < stop && (*at == ' ' || *at == '\t'))
+            at++;
+        if (at == stop)
+            break;
+        const char *start = at;
+        while (at < stop && *at != ' ' && *at != '\t')
+            at++;
+        if (field == fields || !number(start, at, &values[field]))
+            return 0;
+        field++;
+    }
+    return field == fields;
+}
+
+static PyObject *
+read_file(PyObject *self, PyObject *args)
+{
+    const char *data;
+    Py_ssize_t size, fields;
+    if (!PyArg_ParseTuple(args, "y#n", &data, &size, &fields))
+        return NULL;
+    if (fields <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fields must be positive");
+        return NULL;
+    }
+    Py_ssize_t lines = 1; /* at most: one more than the line ends */
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = (unsigned char)data[i];
+        if (c == '\n' || c == '\r')
+            lines++;
+        else if ((c < 0x20 && c != '\t') || c > 0x7e)
+            Py_RETURN_NONE; /* not sure: the reader's own steps */
+    }
+    if (lines > PY_SSIZE_T_MAX / fields / (Py_ssize_t)sizeof(double))
+        return PyErr_NoMemory();
+    PyObject *values = PyBytes_FromStringAndSize(NULL, lines * fields * (Py_ssize_t)sizeof(double));
+    PyObject *numbers = PyBytes_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(int64_t));
+    PyObject *comments = PyList_New(0);
+    if (values == NULL || numbers == NULL || comments == NULL)
+        goto fail;
+    double *value = (double *)PyBytes_AS_STRING(values);
+    int64_t *number_of = (int64_t *)PyBytes_AS_STRING(numbers);
+    Py_ssize_t jobs = 0;
+    int64_t line = 0;
+    const char *at = data, *end = data + size;
+    while (at < end || line == 0) {
+        const char *stop = at;
+        while (stop < end && *stop != '\n' && *stop != '\r')
+            stop++;
+        line++;
+        const char *first = at, *last = stop; /* the line, stripped */
+        while (first < last && (*first == ' ' || *first == '\t'))
+            first++;
+        while (last > first && (last[-1] == ' ' || last[-1] == '\t'))
+            last--;
+        if (first < last && *first == ';') {
+            PyObject *text = PyUnicode_DecodeASCII(first, last - first, NULL);
+            if (text == NULL || PyList_Append(comments, text) < 0) {
+                Py_XDECREF(text);
+                goto fail;
+            }
+            Py_DECREF(text);
+        }
+        else if (first < last) {
+            if (!job_line(first, last, fields, value + jobs * fields)) {
+                Py_DECREF(values);
+                Py_DECREF(numbers);
+                Py_DECREF(comments);
+                Py_RETURN_NONE; /* the reader finds what is wrong, or reads it */
+            }
+            number_of[jobs++] = line;
+        }
+        if (stop == end)
+            break;
+        at = stop + (*stop == '\r' && stop + 1 < end && stop[1] == '\n' ? 2 : 1);
+    }
+    /* a last line end starts no line (as str.splitlines) */
+    if (_PyBytes_Resize(&values, jobs * fields * (Py_ssize_t)sizeof(double)) < 0)
+        goto fail; /* values freed and NULL */
+    if (_PyBytes_Resize(&numbers, jobs * (Py_ssize_t)sizeof(int64_t)) < 0)
+        goto fail; /* numbers freed and NULL */
+    return Py_BuildValue("NNN", values, numbers, comments);
+fail:
+    Py_XDECREF(values);
+    Py_XDECREF(numbers);
+    Py_XDECREF(comments);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"parse", parse, METH_VARARGS,
      "parse(data, fields): the float64 values of the lines as bytes, or None (see the module)"},
+    {"read", read_file, METH_VARARGS,
+     "read(text, fields): (values, line numbers, comment lines) of a file, or None (see the "
+     "module)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,7 +4,9 @@ An SWF file is a header of ``; Key: value`` comment lines followed by one line p
 whitespace-separated numeric fields (-1 meaning "unknown"). The reader is vectorised: a C parser
 (or pandas', its reference) converts the numbers and, in doing so, shows that every line has 18
 (see :func:`_parse_numbers`); only when that fails does it look line by line for the culprit (the
-field count of every line, then each field), so the error can name the file and the line.
+field count of every line, then each field), so the error can name the file and the line. The
+usual file (ASCII, every job line read) is split into lines and read by the C parser in one pass
+(``_cswf.read``), whose reference is the reader's own steps (:func:`_read_lines`).
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ INTEGER_FIELDS: frozenset[str] = frozenset(
     }
 )
 
-#: The compiled number parser (``_cswf.c``): what it reads, it reads as pandas' parser below,
-#: its reference, does (``tests/test_swf.py`` compares them); what it is not sure of goes there.
+#: The compiled parser (``_cswf.c``): what it reads, it reads as pandas' parser below, its
+#: reference, does, and it splits a file into lines as :func:`_read_lines` does
+#: (``tests/test_swf.py`` compares them); what it is not sure of goes there.
 _CSWF = "batsched_ml.workload._cswf"
 
 _HEADER_RE = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
@@ -150,7 +153,8 @@ class SwfTrace:
         return base
 
 
-def _read_text(path: Path) -> str:
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, decompressed if gzip."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -160,6 +164,14 @@ def _read_text(path: Path) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise SwfError(str(path), None, f"corrupt gzip data: {exc}") from exc
+    return raw
+
+
+def _read_text(path: Path) -> str:
+    return _decoded(_read_bytes(path))
+
+
+def _decoded(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -221,7 +233,24 @@ def read_swf(path: str | Path, *, lenient: bool = False) -> SwfTrace:
     skipped instead and listed in :attr:`SwfTrace.skipped_lines` (line number -> reason).
     """
     path = Path(path)
-    text = _read_text(path)
+    raw = _read_bytes(path)
+    parser = compiled_module(_CSWF, Path(__file__).with_name("_cswf.c"))
+    read = None if parser is None else parser.read(raw, len(SWF_FIELDS))
+    if read is not None:  # the compiled reader split and read every line as the steps below
+        values, numbers, comments = read
+        return SwfTrace(
+            path=str(path),
+            header=_parse_header(comments),
+            jobs=_frame(np.frombuffer(values, dtype=np.float64).reshape(-1, len(SWF_FIELDS))),
+            line_numbers=np.frombuffer(numbers, dtype=np.int64).copy(),
+        )
+    return _read_lines(path, _decoded(raw), lenient=lenient)
+
+
+def _read_lines(path: Path, text: str, *, lenient: bool) -> SwfTrace:
+    """:func:`read_swf` of the file's ``text``, line by line: the reference of the compiled
+    reader (``_cswf.read``), and the way of a file it is not sure of (a byte beyond ASCII, a
+    control character, a job line it does not read)."""
     all_lines = text.splitlines()
     header_lines: list[str] = []
     data_lines: list[str] = []
@@ -304,31 +333,39 @@ def _parse_numbers(data_lines: list[str]) -> pd.DataFrame:
     NaN; a line of more fails the parse, or, if the first line has more, pandas takes the extra
     leading fields for the rows' index, which is then not ``0, 1, ...``."""
     if not data_lines:
-        return pd.DataFrame({name: pd.Series(dtype="float64") for name in SWF_FIELDS})
+        return _frame(np.empty((0, len(SWF_FIELDS))))
     # as bytes: a StringIO holds four bytes a character (the load's peak memory)
     data = "\n".join(data_lines).encode()
     parser = compiled_module(_CSWF, Path(__file__).with_name("_cswf.c"))
     parsed = None if parser is None else parser.parse(data, len(SWF_FIELDS))
     if parsed is not None:  # the compiled parser read every field as pandas would
         values = np.frombuffer(parsed, dtype=np.float64).reshape(len(data_lines), -1)
-        frame = pd.DataFrame({name: values[:, i].copy() for i, name in enumerate(SWF_FIELDS)})
-    else:
-        frame = pd.read_csv(
-            io.BytesIO(data),
-            sep=r"\s+",
-            header=None,
-            names=list(SWF_FIELDS),
-            dtype="float64",
-            engine="c",
-        )
-        if not (
-            isinstance(frame.index, pd.RangeIndex)
-            and frame.index.equals(pd.RangeIndex(len(data_lines)))
-        ):
-            raise ValueError("a line of more than 18 fields")
-    values = frame.to_numpy()
+        return _frame(values)
+    frame = pd.read_csv(
+        io.BytesIO(data),
+        sep=r"\s+",
+        header=None,
+        names=list(SWF_FIELDS),
+        dtype="float64",
+        engine="c",
+    )
+    if not (
+        isinstance(frame.index, pd.RangeIndex)
+        and frame.index.equals(pd.RangeIndex(len(data_lines)))
+    ):
+        raise ValueError("a line of more than 18 fields")
+    return _frame(frame.to_numpy())
+
+
+def _frame(values: np.ndarray) -> pd.DataFrame:
+    """The jobs' table of the parsed ``values`` (a row per job line, a column per field):
+    :class:`ValueError` if one is missing or not finite; the integer fields as int64 where
+    they are whole numbers within int64 (a file of no job: every column float64)."""
+    if not len(values):
+        return pd.DataFrame({name: pd.Series(dtype="float64") for name in SWF_FIELDS})
     if not np.isfinite(values).all():
         raise ValueError("a missing or non-finite value")
+    frame = pd.DataFrame({name: values[:, i].copy() for i, name in enumerate(SWF_FIELDS)})
     for name in INTEGER_FIELDS:
         column = frame[name].to_numpy()
         # whole numbers within int64 (beyond, the cast would wrap round: kept as floats)
