@@ -5,7 +5,7 @@ Usage::
     python benchmarks/speed_table.py --python --json benchmarks/results/speed-1-table.json
     python benchmarks/speed_table.py --repeat 1 --rows ricc-fcfs ... \
         --json benchmarks/results/speed-2-largest-traces.json
-    python benchmarks/time_split.py --json benchmarks/results/split-1.json
+    python benchmarks/time_split.py --json benchmarks/results/split-2.json
     python benchmarks/speed_page.py          # every benchmarks/results/speed*.json, in name order
 
 A row measured again (``--rows hpc2n --json .../speed-again.json``) replaces the first
@@ -104,8 +104,8 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   (`tests/test_policies.py`, message by message on random workloads; `tests/test_kinetic.py`,
   against a sort). With tens waiting, walking the queue costs less. A pass where no waiting
   job fits is skipped. PRB's sort is given the last pass's order, which changes little.
-  Sorting every waiting job's priority at each pass took minutes on RICC, with thousands
-  waiting for weeks (its WFP row, measured again since, is under a minute).
+  Sorting every waiting job's priority at each pass took minutes on RICC; a job that starts
+  starving leaves the groups once, instead of being looked for in them at every later pass.
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
