@@ -13,6 +13,8 @@ Batsim; :mod:`batsched_ml.experiments` runs campaigns and :mod:`batsched_ml.repo
 
 from typing import Any
 
+# first, before numpy loads OpenBLAS: its kernel, the same on every processor that has it
+from batsched_ml import blas_kernel as blas_kernel
 from batsched_ml.compiled import guard_scheduler
 
 # before any module of the scheduler is imported: the compiled scheduler only if it was built

@@ -241,6 +241,19 @@ def _field(rng: random.Random) -> str:
     return str(rng.randint(0, 3000))
 
 
+def _job_line(
+    rng: random.Random, *, odd_count: float = 0.03, odd_first: float = 0.3, odd_rest: float = 0.04
+) -> str:
+    """A job line: 18 fields (another count with probability ``odd_count``), the first a
+    field of any shape (:func:`_field`) with probability ``odd_first``, the others with
+    ``odd_rest``, separated by spaces and tabs."""
+    count = 18 if rng.random() >= odd_count else rng.choice([17, 19])
+    separators = [rng.choice([" ", "  ", "\t", " \t "]) for _ in range(count - 1)]
+    fields = [_field(rng) if rng.random() < odd_first else str(rng.randint(-1, 99))]
+    fields += [_field(rng) if rng.random() < odd_rest else "-1" for _ in range(count - 1)]
+    return fields[0] + "".join(s + f for s, f in zip(separators, fields[1:], strict=True))
+
+
 def test_the_compiled_parser_reads_what_pandas_reads_or_leaves_it_to_pandas(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -251,14 +264,7 @@ def test_the_compiled_parser_reads_what_pandas_reads_or_leaves_it_to_pandas(
     rng = random.Random(7)
     taken = refused = 0
     for _ in range(400):
-        lines = []
-        for _ in range(rng.randint(1, 3)):
-            count = 18 if rng.random() < 0.97 else rng.choice([17, 19])
-            separators = [rng.choice([" ", "  ", "\t", " \t "]) for _ in range(count - 1)]
-            fields = [_field(rng) if rng.random() < 0.3 else str(rng.randint(-1, 99))]
-            fields += [_field(rng) if rng.random() < 0.04 else "-1" for _ in range(count - 1)]
-            line = fields[0] + "".join(s + f for s, f in zip(separators, fields[1:], strict=True))
-            lines.append(line)
+        lines = [_job_line(rng) for _ in range(rng.randint(1, 3))]
         parsed = module.parse("\n".join(lines).encode(), len(SWF_FIELDS))
         reference = _reference(lines, monkeypatch)
         if parsed is None:
@@ -329,16 +335,6 @@ def test_the_compiled_reader_reads_each_trace_as_the_reader_does(
     _same_traces(read_swf(path), _python_read(path, monkeypatch))
 
 
-def _job_line(rng: random.Random) -> str:
-    count = 18 if rng.random() < 0.95 else rng.choice([17, 19])
-    fields = [
-        _field(rng) if rng.random() < 0.02 else str(rng.randint(-1, 999)) for _ in range(count)
-    ]
-    return "".join(rng.choice([" ", "  ", "\t", " \t"]) + f for f in fields).lstrip(
-        rng.choice(["", " \t"])
-    )
-
-
 def _comment(rng: random.Random) -> str:
     kind = rng.randrange(6)
     if kind == 0:
@@ -370,7 +366,8 @@ def test_the_compiled_reader_splits_and_strips_lines_as_python_does(
         for _ in range(rng.randint(0, 12)):
             kind = rng.random()
             if kind < 0.6:
-                pieces.append(_job_line(rng))
+                line = _job_line(rng, odd_count=0.05, odd_first=0.02, odd_rest=0.02)
+                pieces.append(rng.choice(["", " \t"]) + line)
             elif kind < 0.85:
                 pieces.append(rng.choice(["", " ", "\t", "  \t "]) + _comment(rng))
             else:

@@ -28,12 +28,14 @@ constant). Deterministic for a given ``random_state``.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from batsched_ml import blas_kernel
 from batsched_ml.errors import check_integer, check_positive
 from batsched_ml.job import Job
 from batsched_ml.predict.features import zone_of
@@ -278,6 +280,7 @@ class SUPrediction:
         if self.regressor == "svr":
             from sklearn.svm import SVR
 
+            _check_blas_kernel()
             return SVR()
         if self.regressor == "rf":
             from sklearn.ensemble import RandomForestRegressor
@@ -286,6 +289,22 @@ class SUPrediction:
         from sklearn.linear_model import LinearRegression
 
         return LinearRegression()
+
+
+_KERNEL_CHECKED: list[bool] = []  # once a process
+
+
+def _check_blas_kernel() -> None:
+    """Warn, once, when OpenBLAS runs another kernel than :mod:`batsched_ml.blas_kernel` chose:
+    SVR's dot products, and so SU's predictions, depend on it."""
+    if _KERNEL_CHECKED:
+        return
+    _KERNEL_CHECKED.append(True)
+    from threadpoolctl import threadpool_info  # scikit-learn's, loaded with the regressor
+
+    message = blas_kernel.other_kernel_warning(threadpool_info())
+    if message is not None:
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
 
 
 def cluster_strings(

@@ -100,60 +100,6 @@ number(const char *s, const char *end, double *out)
     return 1;
 }
 
-static PyObject *
-parse(PyObject *self, PyObject *args)
-{
-    const char *data;
-    Py_ssize_t size, fields;
-    if (!PyArg_ParseTuple(args, "y#n", &data, &size, &fields))
-        return NULL;
-    if (fields <= 0) {
-        PyErr_SetString(PyExc_ValueError, "fields must be positive");
-        return NULL;
-    }
-    Py_ssize_t lines = 1;
-    for (Py_ssize_t i = 0; i < size; i++)
-        lines += data[i] == '\n';
-    if (size == 0)
-        Py_RETURN_NONE;
-    if (lines > PY_SSIZE_T_MAX / fields / (Py_ssize_t)sizeof(double))
-        return PyErr_NoMemory();
-    PyObject *out = PyBytes_FromStringAndSize(NULL, lines * fields * (Py_ssize_t)sizeof(double));
-    if (out == NULL)
-        return NULL;
-    double *values = (double *)PyBytes_AS_STRING(out);
-    const char *at = data, *end = data + size;
-    int ok = 1;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t line = 0; ok && line < lines; line++) {
-        const char *stop = memchr(at, '\n', (size_t)(end - at));
-        if (stop == NULL)
-            stop = end;
-        Py_ssize_t field = 0;
-        while (ok) {
-            while (at < stop && (*at == ' ' || *at == '\t'))
-                at++;
-            if (at == stop)
-                break;
-            const char *start = at;
-            while (at < stop && *at != ' ' && *at != '\t')
-                at++;
-            if (field == fields || !number(start, at, &values[line * fields + field]))
-                ok = 0;
-            field++;
-        }
-        if (field != fields)
-            ok = 0;
-        at = stop + 1;
-    }
-    Py_END_ALLOW_THREADS
-    if (!ok) {
-        Py_DECREF(out);
-        Py_RETURN_NONE;
-    }
-    return out;
-}
-
 /* The fields of the job line [at, stop) into values[0..fields): 1, or 0 if it has another
    number of fields or a field parse would refuse. */
 static int
@@ -175,17 +121,63 @@ job_line(const char *at, const char *stop, Py_ssize_t fields, double *values)
     return field == fields;
 }
 
+/* The arguments (data, fields) of parse and read: 0, with an exception set, if they are not
+   bytes and a positive count. */
+static int
+arguments(PyObject *args, const char **data, Py_ssize_t *size, Py_ssize_t *fields)
+{
+    if (!PyArg_ParseTuple(args, "y#n", data, size, fields))
+        return 0;
+    if (*fields <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fields must be positive");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+parse(PyObject *self, PyObject *args)
+{
+    const char *data;
+    Py_ssize_t size, fields;
+    if (!arguments(args, &data, &size, &fields))
+        return NULL;
+    Py_ssize_t lines = 1;
+    for (Py_ssize_t i = 0; i < size; i++)
+        lines += data[i] == '\n';
+    if (size == 0)
+        Py_RETURN_NONE;
+    if (lines > PY_SSIZE_T_MAX / fields / (Py_ssize_t)sizeof(double))
+        return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, lines * fields * (Py_ssize_t)sizeof(double));
+    if (out == NULL)
+        return NULL;
+    double *values = (double *)PyBytes_AS_STRING(out);
+    const char *at = data, *end = data + size;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t line = 0; ok && line < lines; line++) {
+        const char *stop = memchr(at, '\n', (size_t)(end - at));
+        if (stop == NULL)
+            stop = end;
+        ok = job_line(at, stop, fields, &values[line * fields]);
+        at = stop + 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static PyObject *
 read_file(PyObject *self, PyObject *args)
 {
     const char *data;
     Py_ssize_t size, fields;
-    if (!PyArg_ParseTuple(args, "y#n", &data, &size, &fields))
+    if (!arguments(args, &data, &size, &fields))
         return NULL;
-    if (fields <= 0) {
-        PyErr_SetString(PyExc_ValueError, "fields must be positive");
-        return NULL;
-    }
     Py_ssize_t lines = 1; /* at most: one more than the line ends */
     for (Py_ssize_t i = 0; i < size; i++) {
         unsigned char c = (unsigned char)data[i];

@@ -1,0 +1,78 @@
+"""OpenBLAS's kernel, chosen before numpy or scipy load it, so that a run's results do not depend
+on the processor's generation.
+
+OpenBLAS picks its kernels for the processor when it is loaded. scikit-learn's SVR, the
+regressor of the SU predictor (:mod:`batsched_ml.scheduler.su`), computes its kernel's dot
+products with it, and the AVX-512 kernels (``SkylakeX``) round those sums otherwise than the
+AVX2 ones (``Haswell``): the same replay predicted other runtimes, and so made another
+schedule, on a processor with AVX-512 than on one without. On every x86-64 processor with AVX2
+and FMA, the AVX2 kernels are chosen here (``OPENBLAS_CORETYPE``), the ones the results pages
+were made with, unless the user chose a kernel. The variable is read once, when the library is
+loaded: it takes effect only if this runs first, which ``import batsched_ml`` does (and the
+command line always). A process that loaded numpy before batsched-ml keeps the kernel OpenBLAS
+chose: the SU predictor warns of it (:func:`other_kernel_warning`). Other processors (Arm, or
+x86-64 without AVX2) keep OpenBLAS's own choice, and may predict otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+VARIABLE = "OPENBLAS_CORETYPE"
+#: The kernel chosen where the processor has it.
+REFERENCE = "Haswell"
+
+
+def _has_avx2_and_fma() -> bool:
+    """Whether the processor has AVX2 and FMA (``/proc/cpuinfo``'s flags; ``False`` where it
+    cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return {"avx2", "fma"} <= set(line.split(":", 1)[-1].split())
+    except OSError:
+        return False
+    return False
+
+
+def choose() -> str | None:
+    """Set ``OPENBLAS_CORETYPE`` to :data:`REFERENCE` where the processor has it and the user
+    chose no kernel; return the kernel asked for (``None``: OpenBLAS's own choice)."""
+    if VARIABLE in os.environ:
+        return os.environ[VARIABLE]
+    if platform.machine().lower() in ("x86_64", "amd64") and _has_avx2_and_fma():
+        os.environ[VARIABLE] = REFERENCE
+        return REFERENCE
+    return None
+
+
+def other_kernels(libraries: list[dict[str, Any]], wanted: str | None) -> list[str]:
+    """The kernels other than ``wanted`` that the loaded OpenBLAS libraries run
+    (``threadpoolctl.threadpool_info()``'s entries; none when no kernel was asked for)."""
+    if not wanted:
+        return []
+    found = {
+        str(library.get("architecture"))
+        for library in libraries
+        if library.get("internal_api") == "openblas"
+    }
+    return sorted(kernel for kernel in found if kernel.lower() != wanted.lower())
+
+
+def other_kernel_warning(libraries: list[dict[str, Any]]) -> str | None:
+    """What to warn of when OpenBLAS runs another kernel than the one chosen here (numpy was
+    loaded before batsched-ml), or ``None``."""
+    other = other_kernels(libraries, CHOSEN)
+    if not other:
+        return None
+    return (
+        f"OpenBLAS runs its {', '.join(other)} kernel, not {CHOSEN}: numpy was loaded before "
+        "batsched_ml, and the SU predictor's SVR predictions (so the schedule) may differ from "
+        f"another machine's; import batsched_ml first, or set {VARIABLE}={CHOSEN}"
+    )
+
+
+CHOSEN = choose()
