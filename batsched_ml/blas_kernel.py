@@ -17,7 +17,6 @@ x86-64 without AVX2) keep OpenBLAS's own choice, and may predict otherwise.
 from __future__ import annotations
 
 import os
-import platform
 from typing import Any
 
 VARIABLE = "OPENBLAS_CORETYPE"
@@ -43,7 +42,11 @@ def choose() -> str | None:
     chose no kernel; return the kernel asked for (``None``: OpenBLAS's own choice)."""
     if VARIABLE in os.environ:
         return os.environ[VARIABLE]
-    if platform.machine().lower() in ("x86_64", "amd64") and _has_avx2_and_fma():
+    # os.uname, not the platform module, which takes longer to import: this runs at every
+    # command's start (no os.uname on Windows, which has no /proc/cpuinfo either)
+    uname = getattr(os, "uname", None)
+    machine = uname().machine.lower() if uname is not None else ""
+    if machine in ("x86_64", "amd64") and _has_avx2_and_fma():
         os.environ[VARIABLE] = REFERENCE
         return REFERENCE
     return None

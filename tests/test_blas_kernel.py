@@ -32,7 +32,8 @@ def _run(code: str, **env: str) -> list[str]:
 
 
 def _has_avx2() -> bool:
-    return platform.machine().lower() in ("x86_64", "amd64") and blas_kernel._has_avx2_and_fma()
+    machine = platform.machine().lower()
+    return machine in ("x86_64", "amd64") and blas_kernel._has_avx2_and_fma()
 
 
 def test_import_chooses_the_avx2_kernel_that_numpy_and_scikit_learn_then_run() -> None:
