@@ -10,8 +10,9 @@ what a reference that stays in the package gives:
   FastForest.proba`);
 * ``batsched_ml.predict._cgrow``: the forest's grower (:mod:`batsched_ml.predict.grow`; the
   reference is scikit-learn's own ``RandomForestClassifier.fit``);
-* ``batsched_ml.workload._cswf``: the SWF reader's number parser (the reference is pandas' C
-  parser, :func:`batsched_ml.workload.swf._parse_numbers`).
+* ``batsched_ml.workload._cswf``: the SWF reader's lines and numbers (the references are the
+  reader's own steps, :func:`batsched_ml.workload.swf._read_lines`, and pandas' C parser,
+  :func:`batsched_ml.workload.swf._parse_numbers`).
 
 All are optional (without a C compiler the install goes on and the references run, with the
 same results, more slowly). A compiled part is used when it was built from the very source

@@ -208,7 +208,7 @@ def test_the_compiled_parser_reads_each_trace_as_pandas_does(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     module = _cswf()
-    text = swf._read_text(TRACES / name)
+    text = swf._decoded(swf._read_bytes(TRACES / name))
     lines = [line.strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not line.startswith(";")]
     assert module.parse("\n".join(lines).encode(), len(SWF_FIELDS)) is not None  # taken

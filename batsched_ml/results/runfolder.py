@@ -104,7 +104,7 @@ def code_identity() -> dict[str, Any]:
 
     The digest covers the package's Python files and, for each compiled part in use (the
     SimGrid kernel, the compiled simulator, the forest's walk, the forest's grower, the SWF
-    number parser:
+    reader:
     :mod:`batsched_ml.compiled`), the
     digest of the C source it was built from (the module knows it: an installed wheel has no
     ``.c`` file to read); ``scheduler`` says whether the scheduler ran compiled by mypyc from

@@ -16,6 +16,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,6 +66,12 @@ INTEGER_FIELDS: frozenset[str] = frozenset(
 #: reference, does, and it splits a file into lines as :func:`_read_lines` does
 #: (``tests/test_swf.py`` compares them); what it is not sure of goes there.
 _CSWF = "batsched_ml.workload._cswf"
+
+
+def _compiled_parser() -> Any:
+    """The compiled parser, where it was built from the source beside it, else ``None``."""
+    return compiled_module(_CSWF, Path(__file__).with_name("_cswf.c"))
+
 
 _HEADER_RE = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
 
@@ -167,10 +174,6 @@ def _read_bytes(path: Path) -> bytes:
     return raw
 
 
-def _read_text(path: Path) -> str:
-    return _decoded(_read_bytes(path))
-
-
 def _decoded(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
@@ -234,7 +237,7 @@ def read_swf(path: str | Path, *, lenient: bool = False) -> SwfTrace:
     """
     path = Path(path)
     raw = _read_bytes(path)
-    parser = compiled_module(_CSWF, Path(__file__).with_name("_cswf.c"))
+    parser = _compiled_parser()
     read = None if parser is None else parser.read(raw, len(SWF_FIELDS))
     if read is not None:  # the compiled reader split and read every line as the steps below
         values, numbers, comments = read
@@ -336,7 +339,7 @@ def _parse_numbers(data_lines: list[str]) -> pd.DataFrame:
         return _frame(np.empty((0, len(SWF_FIELDS))))
     # as bytes: a StringIO holds four bytes a character (the load's peak memory)
     data = "\n".join(data_lines).encode()
-    parser = compiled_module(_CSWF, Path(__file__).with_name("_cswf.c"))
+    parser = _compiled_parser()
     parsed = None if parser is None else parser.parse(data, len(SWF_FIELDS))
     if parsed is not None:  # the compiled parser read every field as pandas would
         values = np.frombuffer(parsed, dtype=np.float64).reshape(len(data_lines), -1)
