@@ -11,7 +11,8 @@ were made with, unless the user chose a kernel. The variable is read once, when 
 loaded: it takes effect only if this runs first, which ``import batsched_ml`` does (and the
 command line always). A process that loaded numpy before batsched-ml keeps the kernel OpenBLAS
 chose: the SU predictor warns of it (:func:`other_kernel_warning`). Other processors (Arm, or
-x86-64 without AVX2) keep OpenBLAS's own choice, and may predict otherwise.
+x86-64 without AVX2) keep OpenBLAS's own choice, and may predict otherwise: the SU predictor
+warns of that too, and a run's record (``run.json``) names the kernel asked for.
 """
 
 from __future__ import annotations
@@ -53,10 +54,9 @@ def choose() -> str | None:
 
 
 def other_kernels(libraries: list[dict[str, Any]], wanted: str | None) -> list[str]:
-    """The kernels other than ``wanted`` that the loaded OpenBLAS libraries run
-    (``threadpoolctl.threadpool_info()``'s entries; none when no kernel was asked for)."""
-    if not wanted:
-        return []
+    """The kernels other than ``wanted`` (:data:`REFERENCE` when none was asked for) that the
+    loaded OpenBLAS libraries run (``threadpoolctl.threadpool_info()``'s entries)."""
+    wanted = wanted or REFERENCE
     found = {
         str(library.get("architecture"))
         for library in libraries
@@ -67,12 +67,21 @@ def other_kernels(libraries: list[dict[str, Any]], wanted: str | None) -> list[s
 
 def other_kernel_warning(libraries: list[dict[str, Any]]) -> str | None:
     """What to warn of when OpenBLAS runs another kernel than the one chosen here (numpy was
-    loaded before batsched-ml), or ``None``."""
+    loaded before batsched-ml) or, where none could be chosen (no AVX2 and FMA, or not x86-64),
+    another than :data:`REFERENCE`; ``None`` when it runs the kernel asked for."""
     other = other_kernels(libraries, CHOSEN)
     if not other:
         return None
+    kernel = ", ".join(other)
+    if CHOSEN is None:
+        return (
+            f"OpenBLAS runs its {kernel} kernel: this processor is not an x86-64 one with AVX2 "
+            f"and FMA, so the {REFERENCE} kernel the results pages were made with cannot be "
+            "asked for, and the SU predictor's SVR predictions (so the schedule) may differ "
+            "from theirs and from another machine's"
+        )
     return (
-        f"OpenBLAS runs its {', '.join(other)} kernel, not {CHOSEN}: numpy was loaded before "
+        f"OpenBLAS runs its {kernel} kernel, not {CHOSEN}: numpy was loaded before "
         "batsched_ml, and the SU predictor's SVR predictions (so the schedule) may differ from "
         f"another machine's; import batsched_ml first, or set {VARIABLE}={CHOSEN}"
     )

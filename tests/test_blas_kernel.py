@@ -61,7 +61,8 @@ def test_other_kernels_are_those_of_the_loaded_openblas_libraries() -> None:
     assert blas_kernel.other_kernels(libraries, "Haswell") == ["SkylakeX"]
     assert blas_kernel.other_kernels(libraries, "SkylakeX") == ["Haswell"]
     assert blas_kernel.other_kernels(libraries[:1] + libraries[2:], "haswell") == []
-    assert blas_kernel.other_kernels(libraries, None) == []  # none asked for: nothing to say
+    # none asked for (no AVX2 and FMA, or not x86-64): those other than the pages' Haswell
+    assert blas_kernel.other_kernels(libraries, None) == ["SkylakeX"]
 
 
 def test_su_warns_once_when_openblas_runs_another_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,3 +81,33 @@ def test_su_warns_once_when_openblas_runs_another_kernel(monkeypatch: pytest.Mon
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         predictor.make_regressor()  # once a process
+
+
+def test_su_warns_where_no_kernel_could_be_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Arm processor, or an x86-64 one without AVX2: OpenBLAS's own kernel runs, and SU
+    says its predictions may differ from the pages' (made with Haswell); not with Haswell."""
+    import threadpoolctl
+
+    monkeypatch.setattr(blas_kernel, "CHOSEN", None)
+    running = [{"internal_api": "openblas", "architecture": "neoversen1"}]
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: running)
+    monkeypatch.setattr(su, "_KERNEL_CHECKED", [])
+    with pytest.warns(RuntimeWarning, match=r"neoversen1 kernel: this processor is not an x86"):
+        su.SUPrediction().make_regressor()
+    running[0]["architecture"] = "Haswell"
+    monkeypatch.setattr(su, "_KERNEL_CHECKED", [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        su.SUPrediction().make_regressor()
+
+
+def test_a_run_s_record_names_the_kernel_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from batsched_ml.results.runfolder import code_identity
+
+    for kernel in ("Haswell", None):
+        monkeypatch.setattr(blas_kernel, "CHOSEN", kernel)
+        code_identity.cache_clear()
+        try:
+            assert code_identity()["blas_kernel"] == kernel
+        finally:
+            code_identity.cache_clear()

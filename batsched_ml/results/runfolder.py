@@ -35,7 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from batsched_ml import __version__
+from batsched_ml import __version__, blas_kernel
 from batsched_ml.compiled import compiled_module, guard_scheduler, scheduler_sources
 from batsched_ml.errors import UserError
 from batsched_ml.results.outputs import RUN_FILE, RUN_OUTPUTS, write_json
@@ -104,14 +104,14 @@ def code_identity() -> dict[str, Any]:
 
     The digest covers the package's Python files and, for each compiled part in use (the
     SimGrid kernel, the compiled simulator, the forest's walk, the forest's grower, the SWF
-    reader:
-    :mod:`batsched_ml.compiled`), the
-    digest of the C source it was built from (the module knows it: an installed wheel has no
-    ``.c`` file to read); ``scheduler`` says whether the scheduler ran compiled by mypyc from
-    those very Python files (``compiled``) or from them directly (``python``), and the digest
-    counts the compiled one. Each gives the same results as its reference (the tests compare
-    them), but a run made by one is not taken for a run made by the other: a campaign resuming
-    under the other replays it again.
+    reader: :mod:`batsched_ml.compiled`), the digest of the C source it was built from (the
+    module knows it: an installed wheel has no ``.c`` file to read); ``scheduler`` says
+    whether the scheduler ran compiled by mypyc from those very Python files (``compiled``) or
+    from them directly (``python``), and the digest counts the compiled one. Each gives the
+    same results as its reference (the tests compare them), but a run made by one is not taken
+    for a run made by the other: a campaign resuming under the other replays it again.
+    ``blas_kernel`` names the OpenBLAS kernel asked for
+    (:mod:`batsched_ml.blas_kernel`), informative like the git commit.
     """
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
@@ -139,6 +139,9 @@ def code_identity() -> dict[str, Any]:
         digest.update(b"compiled scheduler\0" + json.dumps(sources, sort_keys=True).encode())
     out["scheduler"] = guard_scheduler()[0]
     out["source_sha256"] = digest.hexdigest()
+    # the OpenBLAS kernel asked for (None: OpenBLAS's own choice), on which SVR's rounding, so
+    # the SU predictor's predictions, depend (batsched_ml.blas_kernel)
+    out["blas_kernel"] = blas_kernel.CHOSEN
     out |= {
         "git_commit": None,
         "git_dirty": None,
