@@ -42,16 +42,19 @@ sys.exit(program())
 """
 
 
-def run_wrapped(prelude: str, arguments: list[str], tag: str) -> tuple[float, Any]:
+def run_wrapped(
+    prelude: str, arguments: list[str], tag: str, *, env: dict[str, str] | None = None
+) -> tuple[float, Any]:
     """Run ``batsched-ml ARGUMENTS`` in a new Python process after ``prelude`` (which imports
-    ``sys`` and prints one line ``TAG <json>`` to stderr at exit); return the whole process's
-    wall time and that JSON."""
+    ``sys`` and prints one line ``TAG <json>`` to stderr at exit), with ``env`` (default: this
+    process's); return the whole process's wall time and that JSON."""
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", prelude + CLI, *arguments],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     seconds = time.perf_counter() - started
     line = next(line for line in done.stderr.splitlines() if line.startswith(f"{tag} "))

@@ -5,7 +5,9 @@ Usage::
     python benchmarks/speed_table.py --python --json benchmarks/results/speed-1-table.json
     python benchmarks/speed_table.py --repeat 1 --rows ricc-fcfs ... \
         --json benchmarks/results/speed-2-largest-traces.json
-    python benchmarks/time_split.py --json benchmarks/results/split-2.json
+    python benchmarks/time_split.py --python --json benchmarks/results/split-3.json
+    python benchmarks/time_split.py --python --traces HPC2N-2002-2.2-cln \
+        --variant classification-idempotent --json benchmarks/results/split-4.json
     python benchmarks/speed_page.py          # every benchmarks/results/speed*.json, in name order
 
 A row measured again (``--rows hpc2n --json .../speed-again.json``) replaces the first
@@ -55,11 +57,22 @@ traces) was run with the compiled parts only.
 ## Where a command's time goes
 
 `benchmarks/time_split.py` splits the whole `replay` command (median of {split_repeat},
-measured on {split_date}, compiled parts built) into the imports, loading the trace, the replay,
-writing the files (with the figures computed from them) and the rest (the interpreter's start
-and exit, the command line, the run's record):
+measured on {split_date}; "no compiled part": `BATSCHED_ML_KERNEL=python`, run in turn with
+the compiled one) into the imports, loading the trace, the replay, writing the files (with the
+figures computed from them) and the rest (the interpreter's start and exit, the command line,
+the run's record):
 
 {split}
+
+**Without a C compiler** the imports, the loading and the files cost about what they cost with
+one: the difference is the replay's. The simulator is then its Python reference, the scheduler
+runs from its source, and a classified replay's forests are walked in Python and grown by
+scikit-learn (the [classification page](classification.md)'s figures), whose weeks of training
+the replay waits for. Two walks grow with the trace: at every clock step the simulator takes
+the step off every pending sleep, one per running job (SimGrid's rounding, kept exact), and
+after a job ends EASY tests every job behind the head that fits the free machines. Compiled,
+both are cheap; interpreted, they make most of RICC's replay, whose machine runs and queues
+many more jobs at once than HPC2N's: hence its ratio.
 
 ## Where the time goes, and why it is built this way
 
@@ -83,29 +96,22 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   with fewer free machines), so only the jobs queued since are tested
   (`batsched_ml/scheduler/easy.py`; `tests/test_easy.py` compares it with the whole walk).
 - **The queue is kept from pass to pass.** Under a built-in order that does not change with
-  time (FCFS, SPF, SAF, and the LJF dispatcher's) and a starvation threshold, the queue a pass walks is kept sorted
-  between passes, and a job moves to the starving head once, when it starts starving, instead
-  of every waiting job being tested, the starving ones sorted and the rest filtered at every
-  pass (`batsched_ml/scheduler/core.py`; an arrival that goes last, FCFS's every one, is
-  appended, and a head that starts is taken out, without a search): that was two thirds of
-  the scheduler's time on RICC under SPF, with about 1,700 jobs waiting. Plug-in orders
-  re-order the queue at each pass as before. `tests/test_policies.py` compares the kept
-  queue with the whole walk at every message on random workloads.
-- **Orders that change with time sort less.** WFP and PRB must order the queue again at each
-  pass. Under EASY (and list scheduling) a WFP pass is given only what it can use: the jobs
-  that start at the head, the head (whose reservation it makes), and the jobs EASY backfills
-  behind it, in the order it starts them. With hundreds waiting, the jobs are kept in groups
-  of one size and estimate (`batsched_ml/scheduler/kinetic.py`), whose order is their arrival
-  and which pass or fail EASY's tests whole, under a kinetic tournament of the groups' first
-  jobs: a tree whose every node keeps the first of its two sides and the time until which
-  that cannot change (a priority is, up to the rounding, the cube of a line in time), so a
-  pass compares again only the nodes whose time has come. The comparisons are the exact ones,
-  ties included: the decisions are those of a pass given the whole sorted queue
-  (`tests/test_policies.py`, message by message on random workloads; `tests/test_kinetic.py`,
-  against a sort). With tens waiting, walking the queue costs less. A pass where no waiting
-  job fits is skipped. PRB's sort is given the last pass's order, which changes little.
-  Sorting every waiting job's priority at each pass took minutes on RICC; a job that starts
-  starving leaves the groups once, instead of being looked for in them at every later pass.
+  time (FCFS, SPF, SAF, the LJF dispatcher's) and a starvation threshold, the queue is kept
+  sorted between passes, and a job moves to the starving head once, when it starts starving,
+  instead of every waiting job being tested, sorted and filtered at every pass
+  (`batsched_ml/scheduler/core.py`): that was two thirds of the scheduler's time on RICC
+  under SPF, with about 1,700 jobs waiting. Plug-in orders re-order the queue at each pass.
+  `tests/test_policies.py` compares the kept queue with the whole walk at every message.
+- **Orders that change with time sort less.** WFP and PRB order the queue again at each
+  pass. A WFP pass under EASY is given only what it uses: the jobs that start at the head, the
+  head, and the jobs EASY backfills behind it. With hundreds waiting, the jobs are kept in
+  groups of one size and estimate (`batsched_ml/scheduler/kinetic.py`), in arrival order, that
+  pass or fail EASY's tests whole, under a kinetic tournament of the groups' first jobs: each
+  node keeps the first of its two sides and the time until which that cannot change (a
+  priority is, up to the rounding, the cube of a line in time). The comparisons are the exact
+  ones, ties included (`tests/test_policies.py`, message by message; `tests/test_kinetic.py`,
+  against a sort). A pass where no waiting job fits is skipped; PRB's sort starts from the
+  last pass's order. Sorting every priority at each pass took minutes on RICC.
 - **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
   costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
   93,312 processors) cost per job what the small ones do.
@@ -116,36 +122,27 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   `easy.py` the group runs from its source, with a warning, until the next `pip install -e .`.
   Against its source (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the
   replay takes about 1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs), with
-  the same job table; a classified replay's work at each job, 0.88 to 0.89 times the time with
-  the classifier's modules interpreted. What compiling cannot take away is CPython's work
-  around the scheduler: look-ups by job id, the per-job objects, the protocol's events
-  (compiled, they build no faster: 1.00 and 1.02 times). The EASY pass is typed on the
-  scheduler's own `WaitingJob`, so that compiled it reads each job's machines and estimate as
-  native fields in the walk of the long queues behind the head.
+  the same job table. The EASY pass is typed on the scheduler's own `WaitingJob`, so that
+  compiled it reads each job's machines and estimate as native fields.
 - **A classified run also waits for its side trainer**: a week's forest is trained on the jobs
   finished before the week starts, and the week's first job needs it
-  (`benchmarks/trainer_wait.py` measures the wait). The training set-up (`--max-samples`, a
-  quarter of the training set per tree by default) is the
-  [classification page](classification.md)'s. Around the forests' growth, little is left:
-  the forest's vote on a job, and the trainer's rating of the last week's model on its jobs,
-  are one call each into the compiled walk (`_cforest.c`; its reference: `FastForest` in
-  `predict/forest.py`); the grower keeps its threads and bootstrap samples from week to week;
-  a week's ranks come from a hash table of each column's few distinct values, and its model is
-  read without `numpy.load`: against the code without these two (`speed_table.py --compare`,
-  median of 3, same result files), 0.94 times the time on full HPC2N.
+  (`benchmarks/trainer_wait.py`; the split above gives the trainer's weeks). Around the
+  forests' growth little is left: a job's vote, and the trainer's rating of the last week's
+  model, are one call each into the compiled walk (`_cforest.c`; its reference: `FastForest`);
+  the grower keeps its threads and bootstrap samples from week to week; a week's ranks come
+  from a hash table of each column's few distinct values, and its model is read without
+  `numpy.load` (these two: 0.94 times the time on full HPC2N, `speed_table.py --compare`).
 - **A command ends without a last pass over its objects.** A classified replay keeps millions
-  alive to its end, which the interpreter's exit traversed in the collector's last passes
-  (about a second of full HPC2N). `batsched-ml` freezes them once the command is done and
-  every file is closed (`cli.program`; they are still freed with the modules): with the
-  trainer's importances summed in one pass, 0.95 times the time on full HPC2N and 0.91 on
-  KTH-SP2 (classification-idempotent, same files; `benchmarks/exit_time.py`: the exit alone).
+  alive to its end, which the interpreter's exit traversed (about a second of full HPC2N).
+  `batsched-ml` freezes them once every file is closed (`cli.program`): with the trainer's
+  importances summed in one pass, 0.95 times the time on full HPC2N and 0.91 on KTH-SP2
+  (classification-idempotent, same files; `benchmarks/exit_time.py`: the exit alone).
 - **A campaign's worker reads each trace once.** The paper campaign replays each trace twenty
-  times, and reading and converting full HPC2N took 0.7 s of each run. A worker keeps its last
-  two traces' workloads as their pickles (16 MB for full HPC2N) and gives each run a copy of
-  its own (0.25 s): nothing one run does to its workload reaches another, and a run's files
-  are those of `batsched-ml replay` (`tests/test_campaign.py`). With the points above, the
-  paper campaign took 0.95 times the time of the code without them (558.8 against 590.8 s,
-  one run each, interleaved); a 10-minute figure moves by several per cent with the load.
+  times. A worker keeps its last two traces' workloads as pickles (16 MB for full HPC2N) and
+  gives each run its own copy (0.25 s, against 0.7 s to read and convert full HPC2N): a run's
+  files are those of `batsched-ml replay` (`tests/test_campaign.py`). With the points above,
+  the paper campaign took 0.95 times the time of the code without them (558.8 against 590.8 s,
+  one run each, interleaved).
 
 ## The other benchmarks
 
@@ -203,15 +200,19 @@ def render_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def split_figures() -> Path:
-    """The saved split of a command's time (``time_split.py --json``): the latest by name."""
-    return sorted((ROOT / "benchmarks" / "results").glob("split*.json"))[-1]
+def split_figures() -> dict[str, Any]:
+    """The saved splits of a command's time (``time_split.py --json``), every file in name
+    order: their rows, one after the other, and their dates."""
+    paths = sorted((ROOT / "benchmarks" / "results").glob("split*.json"))
+    saved = [json.loads(path.read_text()) for path in paths]
+    dates = sorted({record["date"] for record in saved})
+    return {"date": ", ".join(dates), "rows": [row for record in saved for row in record["rows"]]}
 
 
 def render_page(runs: list[dict[str, Any]], split: dict[str, Any] | None = None) -> str:
     """The page: ``runs`` (:func:`load`) and ``split`` (default: :func:`split_figures`')."""
     first = runs[0]
-    split = split if split is not None else json.loads(split_figures().read_text())
+    split = split if split is not None else split_figures()
     return TEMPLATE.format(
         repeat=first["repeat"],
         date=first["date"],

@@ -3,7 +3,11 @@
 the imports (numpy, pandas with pyarrow, and the package itself, timed apart), loading the trace (read and
 cleaned), the replay (the simulator and the scheduler), writing the run's files (with the
 figures computed from them), and the rest (the interpreter's start and exit, the command line,
-the run folder's record), median of ``--repeat`` for each part.
+the run folder's record), median of ``--repeat`` for each part. With ``--python`` each trace is
+also measured with ``BATSCHED_ML_KERNEL=python`` (no compiled part: what an install without a C
+compiler runs), interleaved; with ``--variant`` a classified replay is split, its replay's part
+including its wait for the side trainer, whose weeks of training (``timing.json``'s
+``train_seconds``) are given apart.
 
 The command runs after a prelude that imports numpy, then pandas, then the package's modules
 that ``replay`` imports, timing each step, and that wraps the run pipeline's three steps
@@ -15,12 +19,16 @@ Usage::
 
     python benchmarks/time_split.py                                   # KTH-SP2, full HPC2N, RICC
     python benchmarks/time_split.py --traces KTH-SP2-1996-2.1-cln --repeat 1 --json split.json
+    python benchmarks/time_split.py --traces HPC2N-2002-2.2-cln --python \
+        --variant classification-idempotent
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,7 +81,7 @@ PANDAS_PROBE = (
 #: the parts of a command, in the order they happen
 PARTS = ("numpy", "pandas", "package", "load", "replay", "files")
 TRACES = ("KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln", "RICC-2010-2")
-FILES = ("jobs.csv", "predictions.csv", "summary.json")
+FILES = ("jobs.csv", "predictions.csv", "summary.json", "classification.csv")
 
 
 def imports_pandas() -> bool:
@@ -84,53 +92,99 @@ def imports_pandas() -> bool:
     return done.stdout.strip() == "True"
 
 
-def measure(path: Path, policy: str, out: Path, pandas: bool) -> dict[str, float]:
-    """One command's parts and its whole wall time (``whole``); ``pandas``: whether the
-    command imports pandas (:func:`imports_pandas`)."""
-    command = ["pandas" if pandas else "-", "replay", str(path), "--policy", policy, "-q"]
-    command += ["-o", str(out)]
-    whole, parts = run_wrapped(PRELUDE, command, "SPLIT")
+#: the variable that turns every compiled part off (:mod:`batsched_ml.compiled`)
+KERNEL_VARIABLE = "BATSCHED_ML_KERNEL"
+
+
+def _environment(python: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != KERNEL_VARIABLE}
+    return env | {KERNEL_VARIABLE: "python"} if python else env
+
+
+def _options(policy: str, variant: str | None) -> list[str]:
+    return ["--policy", policy, *(["--variant", variant] if variant else []), "-q"]
+
+
+def measure(
+    path: Path, options: list[str], out: Path, pandas: bool, python: bool
+) -> dict[str, float]:
+    """One command's parts and its whole wall time (``whole``), and its weeks of training
+    (``train``, 0 for a base replay); ``pandas``: whether the command imports pandas
+    (:func:`imports_pandas`); ``python``: with no compiled part."""
+    command = ["pandas" if pandas else "-", "replay", str(path), *options, "-o", str(out)]
+    whole, parts = run_wrapped(PRELUDE, command, "SPLIT", env=_environment(python))
     if set(parts) != set(PARTS):  # a step the pipeline no longer takes: say so, never guess
         raise SystemExit(f"the command did not go through every part: {sorted(parts)}")
-    return {"whole": whole, **parts}
+    timing = json.loads((out / "timing.json").read_text())
+    return {"whole": whole, **parts, "train": float(timing.get("train_seconds", 0.0))}
 
 
-def plain_files_equal(path: Path, policy: str, measured: Path, tmp: Path) -> bool:
+def plain_files_equal(
+    path: Path, options: list[str], measured: Path, tmp: Path, python: bool
+) -> bool:
     """Whether a plain run of the same command (no prelude) writes the same files."""
     plain = tmp / "plain"
-    command = ["replay", str(path), "--policy", policy, "-q", "-o", str(plain)]
+    shutil.rmtree(plain, ignore_errors=True)
+    command = ["replay", str(path), *options, "-o", str(plain)]
     done = subprocess.run(
         [sys.executable, "-m", "batsched_ml", *command],
         capture_output=True,
         text=True,
+        env=_environment(python),
     )
     if done.returncode:
         raise SystemExit(f"the plain run failed ({done.returncode}): {done.stderr.strip()}")
-    return all((plain / f).read_bytes() == (measured / f).read_bytes() for f in FILES)
+    written = [f for f in FILES if (measured / f).exists() or (plain / f).exists()]
+    return all((plain / f).read_bytes() == (measured / f).read_bytes() for f in written)
 
 
 #: the compiled parts a replay runs on (``run.json``'s ``code``): a split measured without one
-#: is another command's, refused rather than printed
+#: (or, for the side without compiled parts, with one) is another command's, refused rather
+#: than printed
 COMPILED = ("kernel", "simulator", "scheduler")
 
 
-def split(path: Path, policy: str, repeat: int, check: bool) -> dict[str, Any]:
-    """The medians of ``repeat`` commands' parts, with ``rest`` (the whole minus the parts)."""
-    runs: list[dict[str, float]] = []
+def split(
+    path: Path,
+    policy: str,
+    repeat: int,
+    check: bool,
+    *,
+    variant: str | None = None,
+    sides: tuple[bool, ...] = (False,),
+) -> list[dict[str, Any]]:
+    """For each side (``False``: the compiled parts, ``True``: none), the medians of ``repeat``
+    commands' parts, with ``rest`` (the whole minus the parts); the sides' runs interleaved."""
+    runs: dict[bool, list[dict[str, float]]] = {python: [] for python in sides}
     pandas = imports_pandas()
+    options = _options(policy, variant)
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for turn in range(repeat):
-            runs.append(measure(path, policy, Path(tmp) / f"run{turn}", pandas))
-        code = json.loads((Path(tmp) / "run0" / "run.json").read_text())["code"]
-        missing = [part for part in COMPILED if code.get(part) != "compiled"]
-        if missing:
-            raise SystemExit(f"measured without the compiled {', '.join(missing)}: rebuild them")
-        same = plain_files_equal(path, policy, Path(tmp) / "run0", Path(tmp)) if check else None
-    for run in runs:
-        run["rest"] = run["whole"] - sum(run[part] for part in PARTS)
-    medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    row = {"trace": path.name, "policy": policy, "repeat": repeat, "same_files": same}
-    return {**row, "imports_pandas": pandas, **medians}
+            for python in sides:
+                out = Path(tmp) / f"run{int(python)}-{turn}"
+                runs[python].append(measure(path, options, out, pandas, python))
+        for python in sides:
+            first = Path(tmp) / f"run{int(python)}-0"
+            code = json.loads((first / "run.json").read_text())["code"]
+            wrong = [
+                part for part in COMPILED if code.get(part) != ("python" if python else "compiled")
+            ]
+            if wrong:  # a split is the command's it says it is, or none
+                raise SystemExit(
+                    f"measured with the wrong {', '.join(wrong)}"
+                    + ("" if python else ": rebuild the compiled parts")
+                )
+            same = plain_files_equal(path, options, first, Path(tmp), python) if check else None
+            for run in runs[python]:
+                run["rest"] = run["whole"] - sum(run[part] for part in PARTS)
+            medians = {
+                key: statistics.median(run[key] for run in runs[python]) for key in runs[python][0]
+            }
+            row = {"trace": path.name, "policy": policy, "variant": variant, "python": python}
+            row |= {"repeat": repeat, "same_files": same, "imports_pandas": pandas}
+            rows.append(row | medians)
+    return rows
 
 
 def render(rows: list[dict[str, Any]]) -> str:
@@ -145,10 +199,16 @@ def render(rows: list[dict[str, Any]]) -> str:
 
         imports = row["numpy"] + row["pandas"] + row["package"]
         name = row["trace"].removesuffix(".swf.gz")
+        what = f"{name}, {row['policy'].upper()}"
+        what += f" {row['variant']}" if row.get("variant") else ""
+        what += ", no compiled part" if row.get("python") else ""
+        replay = cell(row["replay"])
+        if row.get("train"):
+            replay += f", of which the trainer's weeks {row['train']:.2f}"
         lines.append(
-            f"| {name}, {row['policy'].upper()} | {whole:.2f} s | {cell(imports)}: "
+            f"| {what} | {whole:.2f} s | {cell(imports)}: "
             f"pandas {row['pandas']:.2f}, numpy {row['numpy']:.2f}, the package "
-            f"{row['package']:.2f} | {cell(row['load'])} | {cell(row['replay'])} | "
+            f"{row['package']:.2f} | {cell(row['load'])} | {replay} | "
             f"{cell(row['files'])} | {cell(row['rest'])} |"
         )
     return "\n".join(lines)
@@ -160,13 +220,24 @@ def main(argv: list[str] | None = None) -> int:
         "--traces", nargs="+", default=list(TRACES), help="trace names or SWF files"
     )
     parser.add_argument("--policy", default="fcfs")
+    parser.add_argument("--variant", help="a classified variant (default: the base replay)")
+    parser.add_argument(
+        "--python", action="store_true", help="each trace also with no compiled part"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="compare with a plain run's files")
     parser.add_argument("--json", type=Path, help="also write the figures (speed_page.py)")
     args = parser.parse_args(argv)
     started = time.strftime("%Y-%m-%d")
     paths = [Path(t) if Path(t).is_file() else trace_named(t) for t in args.traces]
-    rows = [split(path, args.policy, args.repeat, args.check) for path in paths]
+    sides = (False, True) if args.python else (False,)
+    rows = [
+        row
+        for path in paths
+        for row in split(
+            path, args.policy, args.repeat, args.check, variant=args.variant, sides=sides
+        )
+    ]
     print(render(rows))
     if any(row["same_files"] is False for row in rows):
         print("the measured command wrote other files than a plain run", file=sys.stderr)

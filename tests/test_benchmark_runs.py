@@ -105,6 +105,31 @@ def test_the_time_split_adds_up_and_leaves_the_command_s_files_as_they_are(
     assert f"| {kth_slice.name.removesuffix('.swf.gz')}, FCFS | {row['whole']:.2f} s |" in out
 
 
+def test_the_time_split_of_a_classified_replay_without_compiled_parts(
+    kth_slice: Path, tmp_path: Path
+) -> None:
+    """With ``--python`` each trace is split twice, with the compiled parts and without (the
+    run's record says which ran, else the script refuses), the same files both ways; with
+    ``--variant`` a classified replay, its trainer's weeks given apart."""
+    saved = tmp_path / "split.json"
+    out = run(
+        "time_split.py",
+        *("--traces", str(kth_slice), "--repeat", "1", "--check", "--json", str(saved)),
+        *("--python", "--variant", "classification-idempotent"),
+        cwd=tmp_path,
+    )
+    compiled, python = json.loads(saved.read_text())["rows"]
+    assert (compiled["python"], python["python"]) == (False, True)
+    for row in (compiled, python):
+        assert row["same_files"] is True, row
+        assert row["variant"] == "classification-idempotent"
+        assert 0 < row["train"] < row["replay"], row
+    name = kth_slice.name.removesuffix(".swf.gz")
+    assert f"| {name}, FCFS classification-idempotent | {compiled['whole']:.2f} s |" in out
+    assert f"| {name}, FCFS classification-idempotent, no compiled part | " in out
+    assert f"of which the trainer's weeks {python['train']:.2f} |" in out
+
+
 def test_the_compiled_scheduler_s_benchmark_runs_and_finds_the_same_job_table(
     tmp_path: Path,
 ) -> None:
