@@ -68,11 +68,11 @@ the run's record):
 one: the difference is the replay's. The simulator is then its Python reference, the scheduler
 runs from its source, and a classified replay's forests are walked in Python and grown by
 scikit-learn (the [classification page](classification.md)'s figures), whose weeks of training
-the replay waits for. Two walks grow with the trace: at every clock step the simulator takes
-the step off every pending sleep, one per running job (SimGrid's rounding, kept exact), and
-after a job ends EASY tests every job behind the head that fits the free machines. Compiled,
-both are cheap; interpreted, they make most of RICC's replay, whose machine runs and queues
-many more jobs at once than HPC2N's: hence its ratio.
+the replay waits for. Two walks grow with the trace (`benchmarks/python_walks.py` counts them):
+at every clock step the simulator takes the step off every pending sleep, one per running job
+(SimGrid's rounding, kept exact), and after a job ends EASY tests every job behind the head
+that fits the free machines. Compiled, both are cheap; interpreted, they make most of RICC's
+replay, whose machine runs and queues many more jobs at once than HPC2N's: hence its ratio.
 
 ## Where the time goes, and why it is built this way
 

@@ -130,6 +130,20 @@ def test_the_time_split_of_a_classified_replay_without_compiled_parts(
     assert f"of which the trainer's weeks {python['train']:.2f} |" in out
 
 
+def test_the_python_walks_are_counted_on_the_python_parts(kth_slice: Path, tmp_path: Path) -> None:
+    """The counts the speed notes quote for a replay without compiled parts: clock steps and
+    the sleeps each updates, EASY's walks behind the head and the jobs each tests."""
+    out = run("python_walks.py", "--traces", str(kth_slice), cwd=tmp_path)
+    row = next(line for line in out.splitlines() if line.startswith("| kth2000"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    jobs, steps = (int(cells[k].replace(",", "")) for k in (1, 2))
+    per_step, largest = cells[3].split()
+    walks, per_walk = int(cells[4].replace(",", "")), int(cells[5])
+    assert jobs == 2000 and steps > jobs, row  # at least a step for each job's end
+    assert 1 <= int(per_step) <= int(largest.strip("()").replace(",", "")), row
+    assert walks > 0 and per_walk >= 1, row
+
+
 def test_the_compiled_scheduler_s_benchmark_runs_and_finds_the_same_job_table(
     tmp_path: Path,
 ) -> None:
