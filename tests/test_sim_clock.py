@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -304,6 +305,52 @@ def test_fast_kernel_with_kills_and_calls_is_the_plain_one(seed: int, jobs: int)
             results.append(driven(sim, KillingFcfs(workload["nb_res"], random.Random(seed))))
     assert results[0] == results[2]
     assert results[1] == results[2]
+
+
+class Watched(Kernel):
+    """The Python kernel, noting which kind of container held its sleeps at each step and
+    after each new sleep, and the most sleeps pending at once."""
+
+    kinds: ClassVar[set[type]] = set()
+    most: ClassVar[int] = 0
+
+    def _sleep(self, actor: simgrid.Actor, duration: float) -> None:
+        super()._sleep(actor, duration)
+        Watched.kinds.add(type(self._ms))
+        Watched.most = max(Watched.most, len(self._ms))
+
+    def solve(self) -> bool:
+        Watched.kinds.add(type(self._ms))
+        return super().solve()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    jobs=st.integers(5, 40),
+    array_from=st.sampled_from([2, 3, 4, 8]),
+)
+@example(seed=3, jobs=40, array_from=4)
+def test_the_kernel_keeping_its_sleeps_in_an_array_is_the_plain_one(
+    seed: int, jobs: int, array_from: int
+) -> None:
+    """From ``ARRAY_FROM`` pending sleeps the kernel keeps their durations in a numpy array
+    (hundreds of jobs running): with the threshold that low, on workloads built to drift, with
+    kills, calls and sleeps of 2**14 s on a transfer's step, the same messages, job table and
+    clock bit for bit as the plain transcription, going from list to array and back."""
+    workload = drift_prone_workload(random.Random(seed), jobs)
+    hosts = [f"host{i}" for i in range(workload["nb_res"])]
+    results = []
+    Watched.kinds, Watched.most = set(), 0
+    for kernel in (Watched, NaiveKernel):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(simgrid, "ARRAY_FROM", array_from)
+            patch.setattr(simulator, "Kernel", kernel)
+            sim = BatsimSimulator([workload], hosts)
+            results.append(driven(sim, KillingFcfs(workload["nb_res"], random.Random(seed))))
+    assert results[0] == results[1]
+    # the array held the sleeps whenever ARRAY_FROM of them were pending at once
+    assert (np.ndarray in Watched.kinds) == (Watched.most >= array_from)
 
 
 @settings(max_examples=25, deadline=None)

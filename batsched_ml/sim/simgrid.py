@@ -76,6 +76,8 @@ from itertools import count
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+
 from batsched_ml import compiled
 
 SLEEP, PUT, GET, CREATE, KILL, EXCHANGE = range(6)
@@ -89,6 +91,9 @@ COMM_RATE = 1e12  # a 1-byte message over 1 TBps links: the ptask's rate (fracti
 # above: 2**14 itself goes down into the finer binade below (16384 - 1e-12 -> 16384 - 2**-39).
 _UNMOVED_FROM = 16384.0
 _TINY_STEP = 2.0**-39
+# From this many pending sleeps their durations are a numpy array, below half of it a list
+# (Kernel's docstring): thresholds of speed only, the arithmetic is the same either way.
+ARRAY_FROM = 256
 
 Simcall = tuple[Any, ...]
 ActorCode = Generator[Simcall, Any, None]
@@ -180,6 +185,12 @@ class Kernel:
     a step shorter than 2**-39 s (a transfer's 1e-12 s) leaves every duration above 2**14 s
     unchanged (``fl(m - step) == m``: less than half their ulp), so it only goes over the
     prefix at or below 2**14.
+
+    With many jobs running (hundreds of sleeps at every step on RICC), ``_ms`` is a float64
+    numpy array from :data:`ARRAY_FROM` pending sleeps until fewer than half as many remain: a
+    step is then ``ms -= step`` in place, the same IEEE subtraction of every duration, and the
+    sorted searches are ``searchsorted`` (``side="right"`` is ``bisect_right``). Below it, a
+    list costs less than numpy's calls.
     """
 
     def __init__(self, route: Route | None = None) -> None:
@@ -189,7 +200,7 @@ class Kernel:
         self.now = 0.0
         self.to_run: list[Actor] = []
         self.mailboxes: dict[str, deque[Comm]] = {}
-        self._ms: list[float] = []
+        self._ms: list[float] | np.ndarray = []  # a numpy array from ARRAY_FROM sleeps
         self._sleeps: list[Sleep] = []
         self._comm: Comm | None = None  # the transfer under way (Batsim has one receiver)
         self._keys = count()
@@ -301,14 +312,28 @@ class Kernel:
         actor.sleep = sleep
         ms = self._ms
         # after the equal ones: equal durations end in the same step, ordered by key there
-        index = bisect_right(ms, duration)
-        ms.insert(index, duration)
+        if isinstance(ms, list):
+            index = bisect_right(ms, duration)
+            ms.insert(index, duration)
+            if len(ms) >= ARRAY_FROM:
+                self._ms = np.array(ms, dtype=np.float64)
+        else:
+            index = int(ms.searchsorted(duration, side="right"))
+            self._ms = np.insert(ms, index, duration)
         self._sleeps.insert(index, sleep)
 
     def _cancel(self, sleep: Sleep) -> None:
         index = self._sleeps.index(sleep)
         del self._sleeps[index]
-        del self._ms[index]
+        ms = self._ms
+        if isinstance(ms, list):
+            del ms[index]
+        else:
+            self._as_list_if_few(np.delete(ms, index))
+
+    def _as_list_if_few(self, ms: np.ndarray) -> None:
+        """Keep ``ms`` as the durations, a list again below half of :data:`ARRAY_FROM`."""
+        self._ms = ms.tolist() if len(ms) < ARRAY_FROM // 2 else ms
 
     def has_pending(self, name: str) -> bool:
         """Whether the mailbox ``name`` holds requests not yet matched."""
@@ -316,7 +341,7 @@ class Kernel:
 
     def remaining(self, sleep: Sleep) -> float:
         """A pending sleep's remaining ``max_duration``."""
-        return self._ms[self._sleeps.index(sleep)]
+        return float(self._ms[self._sleeps.index(sleep)])
 
     def _start(self, comm: Comm) -> None:
         if self._comm is not None:
@@ -332,6 +357,7 @@ class Kernel:
         """One step of the clock; False when nothing can happen any more."""
         comm = self._comm
         ms = self._ms
+        pending = len(ms)
         if comm is not None:
             latency = comm.latency
             if latency > 0.0:  # no rate yet: the latency left bounds the step
@@ -339,17 +365,17 @@ class Kernel:
             else:
                 remains = comm.remains
                 step = remains / comm.rate if remains > 0 else 0.0
-            if ms and ms[0] < step:
-                step = ms[0]
-        elif ms:
-            step = ms[0]
+            if pending and ms[0] < step:
+                step = float(ms[0])  # (a Python float, from the array too)
+        elif pending:
+            step = float(ms[0])
         else:
             return False
         self.steps += 1
         self.now += step
         to_run = self.to_run
         ended: list[Any] | None = None
-        if ms:
+        if pending and type(ms) is list:
             if step >= _TINY_STEP:
                 ms[:] = [m - step for m in ms]
             else:
@@ -362,13 +388,26 @@ class Kernel:
             if ms[0] < TIMING_PRECISION:
                 # the sleeps this step ends: a prefix of the order
                 done = 1
-                total = len(ms)
-                while done < total and ms[done] < TIMING_PRECISION:
+                while done < pending and ms[done] < TIMING_PRECISION:
                     done += 1
                 sleeps = self._sleeps
                 ended = sleeps[:done]
                 del ms[:done]
                 del sleeps[:done]
+        elif pending:  # the same steps on the array (ARRAY_FROM sleeps or more)
+            assert isinstance(ms, np.ndarray)
+            if step >= _TINY_STEP:
+                ms -= step
+            else:
+                moved = int(ms.searchsorted(_UNMOVED_FROM, side="right"))
+                if moved:
+                    ms[:moved] -= step
+            if ms[0] < TIMING_PRECISION:
+                done = int(ms.searchsorted(TIMING_PRECISION, side="left"))  # those below it
+                sleeps = self._sleeps
+                ended = sleeps[:done]
+                del sleeps[:done]
+                self._as_list_if_few(ms[done:])
         if comm is not None and latency > 0.0:
             # update_latency (double_update) or set_latency(0); the rate was 0 over this step
             if latency > step:
