@@ -70,9 +70,9 @@ runs from its source, and a classified replay's forests are walked in Python and
 scikit-learn (the [classification page](classification.md)'s figures), whose weeks of training
 the replay waits for. Two walks grow with the trace (`benchmarks/python_walks.py` counts them):
 at every clock step the simulator takes the step off every pending sleep, one per running job
-(SimGrid's rounding, kept exact), and after a job ends EASY tests every job behind the head
-that fits the free machines. Compiled, both are cheap; interpreted, they make most of RICC's
-replay, whose machine runs and queues many more jobs at once than HPC2N's: hence its ratio.
+(SimGrid's rounding, kept exact: a numpy array's one subtraction from 256 sleeps on), and after
+a job ends EASY tests every job behind the head that fits the free machines, a call each when
+interpreted. RICC's machine runs and queues many more jobs at once than HPC2N's: hence its ratio.
 
 ## Where the time goes, and why it is built this way
 
