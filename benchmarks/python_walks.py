@@ -1,8 +1,8 @@
 """The two walks that grow with a trace when nothing is compiled: how long they are.
 
-Without compiled parts (``BATSCHED_ML_KERNEL=python``, set here before the package loads), two
-loops run over a number of items that grows with how many jobs run and wait at once, not with
-the trace's length alone:
+Without compiled parts (``BATSCHED_ML_KERNEL=python``: the script runs itself again with it
+set, since the package reads it when it loads), two loops run over a number of items that
+grows with how many jobs run and wait at once, not with the trace's length alone:
 
 * the Python kernel's clock step (``simgrid.Kernel.solve``) takes the step off every pending
   sleep, one per running job (SimGrid's rounding, kept exact), at every step;
@@ -14,7 +14,7 @@ For each trace this replays it once (``run_replay``, FCFS-EASY unless ``--policy
 counted, and prints: the jobs, the clock steps and the sleeps updated per step (mean and
 largest), the walks behind the head and the jobs tested per walk, and the replay's seconds
 (which the counting slows). Compiled, each update and test is a native operation; interpreted,
-each is tens of nanoseconds: these counts say where a Python-only replay's time grows.
+each is a Python operation or call: these counts say where a Python-only replay's time grows.
 
 Usage::
 
@@ -24,11 +24,9 @@ Usage::
 
 from __future__ import annotations
 
-import os
-
-os.environ["BATSCHED_ML_KERNEL"] = "python"  # before the package loads: no compiled part
-
 import argparse
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,7 @@ from batsched_ml.sim import simgrid
 from batsched_ml.workload.io import load_workload
 
 TRACES = ("KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln", "RICC-2010-2")
+KERNEL_VARIABLE = "BATSCHED_ML_KERNEL"
 
 
 def counted_replay(path: Path, policy: str) -> dict[str, Any]:
@@ -103,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces", nargs="+", default=list(TRACES), help="names or SWF files")
     parser.add_argument("--policy", default="fcfs")
     args = parser.parse_args(argv)
+    if os.environ.get(KERNEL_VARIABLE) != "python":  # this process loaded the compiled parts
+        arguments = [sys.executable, __file__, *(sys.argv[1:] if argv is None else argv)]
+        os.execve(sys.executable, arguments, {**os.environ, KERNEL_VARIABLE: "python"})
     paths = [Path(t) if Path(t).is_file() else trace_named(t) for t in args.traces]
     print(render([counted_replay(path, args.policy) for path in paths]))
     return 0
