@@ -34,6 +34,12 @@ def trace_named(name: str) -> Path:
     return KTH if KTH.name.startswith(name) else need(TRACES / f"{name}.swf.gz")
 
 
+def trace_path(name_or_file: str) -> Path:
+    """An SWF file given by its path, else the trace of that name (:func:`trace_named`)."""
+    path = Path(name_or_file)
+    return path if path.is_file() else trace_named(name_or_file)
+
+
 #: ends a wrapper's code: the command line, run in the wrapper's process
 CLI = """
 from batsched_ml.cli import program

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import trace_named
+from _common import trace_path
 
 from batsched_ml.compiled import guard_scheduler
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get(KERNEL_VARIABLE) != "python":  # this process loaded the compiled parts
         arguments = [sys.executable, __file__, *(sys.argv[1:] if argv is None else argv)]
         os.execve(sys.executable, arguments, {**os.environ, KERNEL_VARIABLE: "python"})
-    paths = [Path(t) if Path(t).is_file() else trace_named(t) for t in args.traces]
+    paths = [trace_path(t) for t in args.traces]
     print(render([counted_replay(path, args.policy) for path in paths]))
     return 0
 

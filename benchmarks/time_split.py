@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import run_wrapped, trace_named
+from _common import run_wrapped, trace_path
 
 #: the prelude: each import timed in turn, the pipeline's steps wrapped, the times printed
 #: to stderr at exit as one ``SPLIT <json>`` line
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures (speed_page.py)")
     args = parser.parse_args(argv)
     started = time.strftime("%Y-%m-%d")
-    paths = [Path(t) if Path(t).is_file() else trace_named(t) for t in args.traces]
+    paths = [trace_path(t) for t in args.traces]
     sides = (False, True) if args.python else (False,)
     rows = [
         row
