@@ -33,6 +33,7 @@ from typing import Any
 
 from _common import trace_path
 
+from batsched_ml.compiled import VARIABLE as KERNEL_VARIABLE
 from batsched_ml.compiled import guard_scheduler
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler import easy, kinetic
@@ -40,7 +41,6 @@ from batsched_ml.sim import simgrid
 from batsched_ml.workload.io import load_workload
 
 TRACES = ("KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln", "RICC-2010-2")
-KERNEL_VARIABLE = "BATSCHED_ML_KERNEL"
 
 
 def counted_replay(path: Path, policy: str) -> dict[str, Any]:

@@ -39,6 +39,8 @@ from typing import Any
 
 from _common import run_wrapped, trace_path
 
+from batsched_ml.compiled import VARIABLE as KERNEL_VARIABLE  # turns every compiled part off
+
 #: the prelude: each import timed in turn, the pipeline's steps wrapped, the times printed
 #: to stderr at exit as one ``SPLIT <json>`` line
 PRELUDE = """
@@ -90,10 +92,6 @@ def imports_pandas() -> bool:
         [sys.executable, "-c", PANDAS_PROBE], capture_output=True, text=True, check=True
     )
     return done.stdout.strip() == "True"
-
-
-#: the variable that turns every compiled part off (:mod:`batsched_ml.compiled`)
-KERNEL_VARIABLE = "BATSCHED_ML_KERNEL"
 
 
 def _environment(python: bool) -> dict[str, str]:
