@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -11,10 +12,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from batsched_ml.compiled import VARIABLE as KERNEL_VARIABLE
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
 HPC2N = TRACES / "HPC2N-2002-2.2-cln.swf.gz"
 KTH = ROOT / "batsched_ml" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
+
+
+def kernel_environment(python: bool, **extra: str) -> dict[str, str]:
+    """This process's environment, with ``extra``, for a command run with its compiled parts
+    (``BATSCHED_ML_KERNEL`` removed) or with none (``python``: set to ``python``)."""
+    env = {k: v for k, v in os.environ.items() if k != KERNEL_VARIABLE} | extra
+    return env | {KERNEL_VARIABLE: "python"} if python else env
 
 
 def peak_rss_mib() -> float:

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from _common import KTH, ROOT, TRACES
+from _common import KTH, ROOT, TRACES, kernel_environment
 
 HPC2N_NAME = "HPC2N-2002-2.2-cln"
 RICC_NAME = "RICC-2010-2"
@@ -277,11 +277,7 @@ class Side:
     python: bool = False  # BATSCHED_ML_KERNEL=python: no compiled part
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ, PYTHONPATH=str(self.tree))
-        env.pop("BATSCHED_ML_KERNEL", None)
-        if self.python:
-            env["BATSCHED_ML_KERNEL"] = "python"
-        return env
+        return kernel_environment(self.python, PYTHONPATH=str(self.tree))
 
 
 def compile_bytecode(tree: Path) -> None:

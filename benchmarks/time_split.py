@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -37,9 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import run_wrapped, trace_path
-
-from batsched_ml.compiled import VARIABLE as KERNEL_VARIABLE  # turns every compiled part off
+from _common import kernel_environment, run_wrapped, trace_path
 
 #: the prelude: each import timed in turn, the pipeline's steps wrapped, the times printed
 #: to stderr at exit as one ``SPLIT <json>`` line
@@ -94,11 +91,6 @@ def imports_pandas() -> bool:
     return done.stdout.strip() == "True"
 
 
-def _environment(python: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != KERNEL_VARIABLE}
-    return env | {KERNEL_VARIABLE: "python"} if python else env
-
-
 def _options(policy: str, variant: str | None) -> list[str]:
     return ["--policy", policy, *(["--variant", variant] if variant else []), "-q"]
 
@@ -110,7 +102,7 @@ def measure(
     (``train``, 0 for a base replay); ``pandas``: whether the command imports pandas
     (:func:`imports_pandas`); ``python``: with no compiled part."""
     command = ["pandas" if pandas else "-", "replay", str(path), *options, "-o", str(out)]
-    whole, parts = run_wrapped(PRELUDE, command, "SPLIT", env=_environment(python))
+    whole, parts = run_wrapped(PRELUDE, command, "SPLIT", env=kernel_environment(python))
     if set(parts) != set(PARTS):  # a step the pipeline no longer takes: say so, never guess
         raise SystemExit(f"the command did not go through every part: {sorted(parts)}")
     timing = json.loads((out / "timing.json").read_text())
@@ -128,7 +120,7 @@ def plain_files_equal(
         [sys.executable, "-m", "batsched_ml", *command],
         capture_output=True,
         text=True,
-        env=_environment(python),
+        env=kernel_environment(python),
     )
     if done.returncode:
         raise SystemExit(f"the plain run failed ({done.returncode}): {done.stderr.strip()}")
