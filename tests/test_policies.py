@@ -152,6 +152,65 @@ def test_the_kept_queue_is_the_walks(policy: str) -> None:
     assert moved > 100  # starving jobs were really kept at the head
 
 
+@pytest.mark.parametrize("policy", ["fcfs", "spf", "saf"])
+@pytest.mark.parametrize("size", [1, 2, 5, 16])
+def test_a_walk_by_blocks_decides_as_the_walk_job_by_job(policy: str, size: int) -> None:
+    """EASY's walk behind the head of a kept queue passes over the blocks with no job that may
+    start (``easy.QueueBlocks``): message by message the replies and the reservation (head,
+    shadow time, extra machines and those left) are those of the walk job by job, and the
+    blocks are the queue behind its starving jobs; with blocks split and joined (small sizes),
+    starving jobs moved out and back (earlier times asked), backdated and ranked jobs, and a
+    threshold changed midway (the queue no longer kept: no blocks)."""
+    rng = random.Random(f"blocks-{policy}-{size}")
+    compared = 0
+    for round in range(10):
+        machines = rng.choice([4, 8, 13, 32])
+        workload = random_workload(rng, 150, machines)
+        threshold = rng.choice([0.0, 30.0, 120.0, 600.0, 1e9])
+        predictor = rng.choice([None, ActualRuntime])
+        parts = [[Backdating(f"{round}")], [Backdating(f"{round}")]] if round % 2 else [[], []]
+        blocked, plain = (
+            EasyScheduler(
+                policy,
+                predictor and predictor(),
+                starvation_threshold=threshold,
+                components=components,
+            )
+            for components in parts
+        )
+        blocked.block_size = size
+        plain.block_walk = False
+        sim = BatsimSimulator([workload], [f"h{i}" for i in range(machines)])
+        message = sim.start()
+        while message is not None:
+            reply = blocked.handle(message)
+            assert plain.handle(message) == reply
+            assert plain._blocks is None
+            made, whole = blocked.last_reservation, plain.last_reservation
+            assert (made is None) == (whole is None)
+            if made is not None and whole is not None:
+                assert (made.head.job.id, made.shadow, made.extra, made.left) == (
+                    whole.head.job.id,
+                    whole.shadow,
+                    whole.extra,
+                    whole.left,
+                )
+                compared += blocked._blocks is not None and len(blocked._blocks.blocks) > 1
+            blocked.check_consistency()
+            now = message.now
+            for t in (now - rng.choice([1.0, 50.0, 500.0]), now):
+                assert [e.job.id for e in blocked.ordered_queue(t)] == [
+                    e.job.id for e in plain.ordered_queue(t)
+                ]
+                blocked.check_consistency()
+            if round == 5 and len(sim.rows) >= 75 and blocked.starvation_threshold == threshold:
+                blocked.starvation_threshold = plain.starvation_threshold = threshold + 50.0
+            message = sim.step(reply)
+        assert len(sim.rows) == 150
+        assert (blocked._blocks is not None) == (round != 5)
+    assert compared > 100  # passes walked by more than one block were many
+
+
 def test_wfp_s_float_sort_is_the_tuple_sort() -> None:
     """The WFP queue sorted by its float priority, ranks apart and ties put in arrival order
     (``core._wfp_sorted``), is the list the tuple key sorts, on queues full of ties (jobs

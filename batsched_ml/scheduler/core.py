@@ -58,7 +58,7 @@ staying clear of ordinary waits, so that it does not turn SPF and SAF into FCFS 
 from __future__ import annotations
 
 import operator
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
 from itertools import islice
 from operator import attrgetter
@@ -93,7 +93,7 @@ from batsched_ml.scheduler.dispatchers import (
     ListScheduling,
     Planned,
 )
-from batsched_ml.scheduler.easy import Reservation, reservation_after
+from batsched_ml.scheduler.easy import QueueBlocks, Reservation, reservation_after
 from batsched_ml.scheduler.kinetic import WfpQueue
 from batsched_ml.scheduler.parts import HOOKS as HOOKS
 from batsched_ml.scheduler.parts import Component as Component
@@ -300,6 +300,13 @@ class BatchScheduler:
             self.policy is order for order in _UNIQUE_KEY_ORDERS
         )
         self._kept_threshold = 0.0 if starvation_threshold is None else starvation_threshold
+        # the kept queue behind its starving jobs, in blocks (EASY's walk passes over those
+        # with no job to test; None: not kept, or ``block_walk`` turned off before the first job)
+        self._blocks: QueueBlocks | None = None
+        #: whether a kept queue is walked by blocks of up to twice ``block_size`` jobs (the
+        #: tests compare with the walk job by job, and with small blocks)
+        self.block_walk = True
+        self.block_size = 64
         self._starving_count = 0
         self._young: list[WaitingJob] = []
         self._young_head = 0
@@ -554,13 +561,24 @@ class BatchScheduler:
             if self._kept:
                 self._last_arrival = entry.job.subtime
                 queue = self._sorted
-                if len(queue) == self._starving_count or not entry.key < queue[-1].key:
+                count = self._starving_count
+                if len(queue) == count or not entry.key < queue[-1].key:
                     # after every key (unique keys; FCFS's every arrival): insort's own place,
                     # without its bisection (a key read and compared per step)
+                    at = len(queue)
                     queue.append(entry)
                 else:
-                    insort(queue, entry, self._starving_count, key=_key)
+                    at = bisect_right(queue, entry.key, count, key=_key)
+                    queue.insert(at, entry)
                 self._add_young(entry)
+                blocks = self._blocks
+                if blocks is not None:
+                    blocks.insert(at - count, entry)
+                elif self.block_walk and self._walks_by_blocks():
+                    blocks = self._blocks = QueueBlocks(self.block_size)
+                    blocks.start = count
+                    for k, kept in enumerate(queue[count:]):
+                        blocks.insert(k, kept)
             else:
                 insort(self._sorted, entry, key=_key)
 
@@ -880,8 +898,11 @@ class BatchScheduler:
             while count and not now - queue[count - 1].subtime > threshold:
                 count -= 1
                 entry = queue.pop(count)
-                insort(queue, entry, count, key=_key)
+                at = bisect_right(queue, entry.key, count, key=_key)
+                queue.insert(at, entry)
                 self._add_young(entry)
+                if self._blocks is not None:
+                    self._blocks.insert(at - count, entry)
         self._kept_now = now
         young = self._young
         head = self._young_head
@@ -896,9 +917,13 @@ class BatchScheduler:
                 # a bug, not the peer's doing: a traceback
                 raise RuntimeError(f"job {entry.job.id} is not where its key puts it")
             del queue[at]
+            if self._blocks is not None:
+                self._blocks.remove(at - count, entry)
             insort(queue, entry, 0, count, key=_starving_key)
             count += 1
         self._starving_count = count
+        if self._blocks is not None:
+            self._blocks.start = count
         if head > 1024 and 2 * head > len(young):  # the passed part goes, now and then
             del young[:head]
             head = 0
@@ -922,6 +947,7 @@ class BatchScheduler:
         """Leave the kept queue for the walk of :meth:`ordered_queue`: the queue sorted by key
         again (the order the insertions would have kept: no two keys are equal)."""
         self._kept = False
+        self._blocks = None
         self._sorted.sort(key=_key)
         self._starving_count = 0
         self._young = []
@@ -946,9 +972,15 @@ class BatchScheduler:
         starving = self._head_starving(queue, now)
         if getattr(self.dispatcher, "incremental", False):  # EASY (dispatchers.Easy)
             decide: Any = self.dispatcher.decide
-            started, reservation = decide(
-                queue, self.free, self._ends, now, starving, fresh=self._in_order(fresh, now)
-            )
+            fresh = self._in_order(fresh, now)
+            if self._blocks is not None and queue is self._sorted and type(self.dispatcher) is Easy:
+                started, reservation = decide(
+                    queue, self.free, self._ends, now, starving, fresh=fresh, blocks=self._blocks
+                )
+            else:
+                started, reservation = decide(
+                    queue, self.free, self._ends, now, starving, fresh=fresh
+                )
         else:
             started, reservation = self.dispatcher.decide(
                 queue, self.free, self._ends, now, starving
@@ -962,6 +994,12 @@ class BatchScheduler:
         for entry, alloc in started:
             decisions.extend(self.start(entry, alloc, now))
         return decisions
+
+    def _walks_by_blocks(self) -> bool:
+        """Whether the dispatcher is EASY walking behind the head in queue order (the walk
+        :class:`.easy.QueueBlocks` are for)."""
+        dispatcher = self.dispatcher
+        return type(dispatcher) is Easy and dispatcher.backfilling and not dispatcher.shortest_first
 
     def _walks_what_fits(self) -> bool:
         """Whether the dispatcher is EASY (backfilling in queue order) or list scheduling:
@@ -1065,11 +1103,16 @@ class BatchScheduler:
             if at < count and queue[at] is entry:
                 del queue[at]
                 self._starving_count = count - 1
+                if self._blocks is not None:
+                    self._blocks.start = count - 1
                 return
         if count < len(queue) and queue[count] is entry:  # the first by key (FCFS's head)
-            del queue[count]
-            return
-        del queue[bisect_left(queue, entry.key, count, key=_key)]
+            at = count
+        else:
+            at = bisect_left(queue, entry.key, count, key=_key)
+        del queue[at]
+        if self._blocks is not None:
+            self._blocks.remove(at - count, entry)
 
     # --- introspection --------------------------------------------------------------------
 
@@ -1085,6 +1128,20 @@ class BatchScheduler:
         assert used & free == 0, "a machine is both free and in use"
         assert used | free == (1 << self.nb_machines) - 1, "a machine went missing"
         assert len(self._ends) == len(self.running)
+        blocks = self._blocks
+        if blocks is not None:
+            assert self._kept, "blocks of a queue not kept"
+            assert blocks.start == self._starving_count, "the blocks start elsewhere"
+            assert blocks.jobs() == self._sorted[blocks.start :], "the blocks are not the queue"
+            assert len(blocks) == len(self._sorted) - blocks.start
+            for b, block in enumerate(blocks.blocks):
+                assert 0 < len(block) <= 2 * blocks.size, "a block of the wrong size"
+                sizes = [job.res for job in block]
+                estimates = [job.est for job in block]
+                assert blocks.least_res[b] == min(sizes)
+                assert blocks.least_est[b] == min(estimates)
+                assert blocks.ties_res[b] == sizes.count(min(sizes))
+                assert blocks.ties_est[b] == estimates.count(min(estimates))
 
 
 class EasyScheduler(BatchScheduler):

@@ -41,7 +41,13 @@ from batsched_ml import registry
 from batsched_ml.alloc import MachineSet, Runs
 from batsched_ml.errors import ConfigError
 from batsched_ml.scheduler.cph import ConstraintPlanner
-from batsched_ml.scheduler.easy import Ends, Reservation, easy_pass, greedy_allocation
+from batsched_ml.scheduler.easy import (
+    Ends,
+    QueueBlocks,
+    Reservation,
+    easy_pass,
+    greedy_allocation,
+)
 from batsched_ml.scheduler.parameters import constructor_kwargs
 from batsched_ml.scheduler.parts import WaitingJob
 from batsched_ml.scheduler.policies import LJF, POLICIES, PriorityRule
@@ -75,7 +81,9 @@ class Easy:
 
     ``incremental``: the scheduler gives :meth:`decide` the jobs queued since the previous
     pass when nothing else changed, and the pass tests only those (:func:`.easy.easy_pass`,
-    the same decisions); ``False`` walks the whole queue every time (the tests compare)."""
+    the same decisions); ``False`` walks the whole queue every time (the tests compare). The
+    scheduler also gives it a kept queue's blocks (:class:`.easy.QueueBlocks`), which the walk
+    behind the head passes over where no job may start."""
 
     name = "easy"
 
@@ -95,6 +103,7 @@ class Easy:
         now: float,
         starving: bool,
         fresh: list[WaitingJob] | None = None,
+        blocks: QueueBlocks | None = None,
     ) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]:
         started, reservation = easy_pass(
             queue,
@@ -105,6 +114,7 @@ class Easy:
             shortest_first=self.shortest_first,
             previous=self.previous if self.incremental else None,
             fresh=fresh,
+            blocks=blocks,
         )
         self.previous = reservation
         return started, reservation

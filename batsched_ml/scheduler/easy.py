@@ -33,6 +33,13 @@ jobs (RICC, CEA-Curie) made that walk most of a replay's time. An edit of the ru
 monotone keeps this exact; ``tests/test_easy.py`` compares the two passes on random workloads
 under every policy, so an edit that breaks it fails there.
 
+A kept queue (:class:`QueueBlocks`, which the scheduler keeps under the built-in static orders)
+lets the walk behind the head pass over whole blocks of jobs: within a walk the free machines and
+the extra ones only fall, and the shadow time stays, so a block whose smallest job needs more
+machines than are free, or more than the extra ones while its shortest estimate ends after the
+shadow time, has no job that may start. On RICC under SPF a walk passed over 1,293 jobs to test
+8; ``tests/test_policies.py`` compares the walk with and without the blocks.
+
 The free machines are a :class:`~batsched_ml.alloc.MachineSet`; a started job takes the
 lowest-numbered free machines, which the pass removes from that set as it goes (the scheduler
 starts every job the pass returns), so that no allocation copies or walks the whole machine.
@@ -82,6 +89,145 @@ class Reservation:
         self.extra = extra
         self.left = left
         self.gambled = gambled
+
+
+class QueueBlocks:
+    """The jobs of a queue behind its starving head (from position :attr:`start`), in queue
+    order, cut into blocks of at most ``2 * size`` jobs that each know their smallest ``res``
+    and ``est`` (and how many jobs have it): what lets EASY's walk behind the head pass over a
+    block none of whose jobs may start (see the module docstring).
+
+    The scheduler that keeps the queue tells the blocks each change, by position behind
+    :attr:`start` (:meth:`insert`, :meth:`remove`): a position found by counting the blocks'
+    sizes from the nearer end, never by comparing keys (the queue's own bisection has found
+    it). ``check_consistency`` checks that they hold the queue. A job's ``res`` and ``est`` do
+    not change while it waits."""
+
+    def __init__(self, size: int = 64) -> None:
+        if size < 1:
+            raise ValueError(f"blocks of {size} jobs")
+        self.size = size
+        self.blocks: list[list[WaitingJob]] = []
+        self.least_res: list[int] = []
+        self.least_est: list[float] = []
+        self.ties_res: list[int] = []  # how many jobs of the block have its least res
+        self.ties_est: list[int] = []
+        self.count = 0
+        self.start = 0  # the position in the walked queue of the first block's first job
+
+    def __len__(self) -> int:
+        return self.count
+
+    def jobs(self) -> list[WaitingJob]:
+        """Every job, in order."""
+        return [job for block in self.blocks for job in block]
+
+    def _find(self, at: int) -> tuple[int, int]:
+        """The block of position ``at`` (``count`` for the end) and the position in it."""
+        blocks = self.blocks
+        if 2 * at <= self.count:
+            b = 0
+            last = len(blocks) - 1
+            while b < last and at >= len(blocks[b]):
+                at -= len(blocks[b])
+                b += 1
+            return b, at
+        rest = self.count - at  # the jobs from ``at`` to the end
+        b = len(blocks) - 1
+        while b > 0 and rest > len(blocks[b]):
+            rest -= len(blocks[b])
+            b -= 1
+        return b, len(blocks[b]) - rest
+
+    def insert(self, at: int, entry: WaitingJob) -> None:
+        """Put ``entry`` at position ``at``."""
+        if not self.blocks:
+            self.count = 1
+            self.blocks.append([entry])
+            self.least_res.append(entry.res)
+            self.least_est.append(entry.est)
+            self.ties_res.append(1)
+            self.ties_est.append(1)
+            return
+        b, i = self._find(at)
+        block = self.blocks[b]
+        block.insert(i, entry)
+        self.count += 1
+        res = entry.res
+        if res < self.least_res[b]:
+            self.least_res[b] = res
+            self.ties_res[b] = 1
+        elif res == self.least_res[b]:
+            self.ties_res[b] += 1
+        est = entry.est
+        if est < self.least_est[b]:
+            self.least_est[b] = est
+            self.ties_est[b] = 1
+        elif est == self.least_est[b]:
+            self.ties_est[b] += 1
+        if len(block) > 2 * self.size:  # split in two
+            self.blocks.insert(b + 1, block[self.size :])
+            del block[self.size :]
+            for values in (self.least_res, self.ties_res, self.ties_est):
+                values.insert(b + 1, 0)
+            self.least_est.insert(b + 1, 0.0)
+            self._measure(b)
+            self._measure(b + 1)
+
+    def remove(self, at: int, entry: WaitingJob) -> None:
+        """Take out ``entry``, at position ``at``."""
+        b, i = self._find(at)
+        block = self.blocks[b]
+        if i >= len(block) or block[i] is not entry:
+            # a bug, not the peer's doing: a traceback
+            raise RuntimeError(f"job {entry.job.id} is not at its place in the queue's blocks")
+        del block[i]
+        self.count -= 1
+        if not block:
+            self._drop(b)
+            return
+        if b + 1 < len(self.blocks) and 2 * len(block) < self.size:
+            following = self.blocks[b + 1]
+            if len(block) + len(following) <= 2 * self.size:  # a small block joins the next
+                block.extend(following)
+                self._drop(b + 1)
+                self._measure(b)
+                return
+        if entry.res == self.least_res[b]:
+            self.ties_res[b] -= 1
+        if entry.est == self.least_est[b]:
+            self.ties_est[b] -= 1
+        if not self.ties_res[b] or not self.ties_est[b]:  # its least was the last of its kind
+            self._measure(b)
+
+    def _drop(self, b: int) -> None:
+        del self.blocks[b], self.least_res[b], self.least_est[b]
+        del self.ties_res[b], self.ties_est[b]
+
+    def _measure(self, b: int) -> None:
+        """The least ``res`` and ``est`` of block ``b``, and their ties, counted again."""
+        block = self.blocks[b]
+        least_res = block[0].res
+        least_est = block[0].est
+        ties_res = 0
+        ties_est = 0
+        for job in block:
+            res = job.res
+            if res < least_res:
+                least_res = res
+                ties_res = 1
+            elif res == least_res:
+                ties_res += 1
+            est = job.est
+            if est < least_est:
+                least_est = est
+                ties_est = 1
+            elif est == least_est:
+                ties_est += 1
+        self.least_res[b] = least_res
+        self.least_est[b] = least_est
+        self.ties_res[b] = ties_res
+        self.ties_est[b] = ties_est
 
 
 def reservation_for(head_res: int, free_count: int, ends: Ends, now: float) -> tuple[float, int]:
@@ -149,6 +295,7 @@ def easy_pass(
     fresh: list[WaitingJob] | None = None,
     risk: Callable[[WaitingJob, float], float] | None = None,
     budget: float = 0.0,
+    blocks: QueueBlocks | None = None,
 ) -> tuple[list[tuple[WaitingJob, Runs]], Reservation | None]:
     """One EASY pass. Returns the jobs to start with their machines (taken from ``free``), in
     start order, and the reservation made (``None`` if the whole queue started). With
@@ -166,7 +313,11 @@ def easy_pass(
     (in queue order), given when nothing else changed (the same free machines and expected
     ends): only those jobs are tested, if the head and the reservation are still the same
     (see the module docstring); else the whole queue is walked. Not with ``risk``, whose
-    budget is the pass's own (a job refused for want of it may start at the next pass)."""
+    budget is the pass's own (a job refused for want of it may start at the next pass).
+
+    ``blocks``: ``queue`` from ``blocks.start`` on, in blocks (:class:`QueueBlocks`), for the
+    walk behind the head to pass over the blocks that have no job to test (not with ``risk``,
+    nor ``shortest_first``, which walks its own order)."""
     if greedy:
         return greedy_allocation(queue, free), None
     if backfilling and risk is None and previous is not None and fresh is not None:
@@ -193,6 +344,11 @@ def easy_pass(
         return started, reservation
     if shortest_first:  # stable: queue order among equals
         behind, first = sorted(queue[index + 1 :], key=_estimate), 0
+    elif blocks is not None and risk is None:
+        reservation.left = _backfill_blocks(
+            queue, index + 1, blocks, free, now, shadow, extra, started
+        )
+        return started, reservation
     else:
         behind, first = queue, index + 1
     reservation.left, reservation.gambled = _backfill(
@@ -257,6 +413,74 @@ def _backfill(
         if free_count == 0:
             break
     return extra, gambled
+
+
+def _backfill_blocks(
+    queue: list[WaitingJob],
+    first: int,
+    blocks: QueueBlocks,
+    free: MachineSet,
+    now: float,
+    shadow: float,
+    extra: int,
+    started: list[tuple[WaitingJob, Runs]],
+) -> int:
+    """:func:`_backfill` of ``queue[first:]`` (without ``risk``), ``queue[blocks.start:]`` being
+    ``blocks``: the jobs before ``blocks.start`` one by one, then the blocks, passing over each
+    that has no job to test. Within the walk ``free_count`` and ``extra`` only fall and ``now``
+    and ``shadow`` stay; a job is tested when ``res <= free_count``, and may start when
+    ``now + est <= shadow`` or ``res <= extra`` (:func:`backfill_room`). A block whose smallest
+    ``res`` is above ``free_count``, or above ``extra`` while ``now`` plus its smallest ``est``
+    is after ``shadow`` (a float sum grows with its term), has none: the same jobs start, in
+    the same order, as in :func:`_backfill`. Returns the extra machines left."""
+    free_count = free.count
+    start = blocks.start
+    k = first
+    while k < start:  # the starving jobs behind the head
+        job = queue[k]
+        k += 1
+        res = job.res
+        if res > free_count:
+            continue
+        room = backfill_room(res, job.est, now, shadow, extra)
+        if room < 0:
+            continue
+        extra = room
+        started.append((job, free.take_lowest(res)))
+        free_count -= res
+        if free_count == 0:
+            return extra
+    skip = k - start  # the jobs of the blocks before the first to walk
+    parts = blocks.blocks
+    least_res = blocks.least_res
+    least_est = blocks.least_est
+    b = 0
+    while b < len(parts) and skip >= len(parts[b]):
+        skip -= len(parts[b])
+        b += 1
+    while b < len(parts):
+        least = least_res[b]
+        if least > free_count or (least > extra and now + least_est[b] > shadow):
+            b += 1
+            skip = 0
+            continue
+        block = parts[b]
+        for i in range(skip, len(block)):
+            job = block[i]
+            res = job.res
+            if res > free_count:
+                continue
+            room = backfill_room(res, job.est, now, shadow, extra)
+            if room < 0:
+                continue
+            extra = room
+            started.append((job, free.take_lowest(res)))
+            free_count -= res
+            if free_count == 0:
+                return extra
+        b += 1
+        skip = 0
+    return extra
 
 
 def _pass_after(
