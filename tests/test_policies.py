@@ -153,16 +153,20 @@ def test_the_kept_queue_is_the_walks(policy: str) -> None:
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "spf", "saf"])
-@pytest.mark.parametrize("size", [1, 2, 5, 16])
-def test_a_walk_by_blocks_decides_as_the_walk_job_by_job(policy: str, size: int) -> None:
+@pytest.mark.parametrize("size", [(1, 0, 0), (2, 0, 0), (5, 12, 4), (16, 0, 0), (3, 30, 10)])
+def test_a_walk_by_blocks_decides_as_the_walk_job_by_job(
+    policy: str, size: tuple[int, int, int]
+) -> None:
     """EASY's walk behind the head of a kept queue passes over the blocks with no job that may
     start (``easy.QueueBlocks``): message by message the replies and the reservation (head,
     shadow time, extra machines and those left) are those of the walk job by job, and the
     blocks are the queue behind its starving jobs; with blocks split and joined (small sizes),
     starving jobs moved out and back (earlier times asked), backdated and ranked jobs, and a
-    threshold changed midway (the queue no longer kept: no blocks)."""
+    threshold changed midway (the queue no longer kept: no blocks); blocked throughout, or
+    from and below a queue length (``size``: the blocks' size, from, below)."""
     rng = random.Random(f"blocks-{policy}-{size}")
     compared = 0
+    modes: set[bool] = set()  # whether the queue was in blocks, message by message
     for round in range(10):
         machines = rng.choice([4, 8, 13, 32])
         workload = random_workload(rng, 150, machines)
@@ -178,7 +182,7 @@ def test_a_walk_by_blocks_decides_as_the_walk_job_by_job(policy: str, size: int)
             )
             for components in parts
         )
-        blocked.block_size = size
+        blocked.block_size, blocked.blocks_from, blocked.blocks_below = size
         plain.block_walk = False
         sim = BatsimSimulator([workload], [f"h{i}" for i in range(machines)])
         message = sim.start()
@@ -197,6 +201,8 @@ def test_a_walk_by_blocks_decides_as_the_walk_job_by_job(policy: str, size: int)
                 )
                 compared += blocked._blocks is not None and len(blocked._blocks.blocks) > 1
             blocked.check_consistency()
+            if blocked._kept and len(blocked._sorted) > blocked._starving_count:
+                modes.add(blocked._blocks is not None)
             now = message.now
             for t in (now - rng.choice([1.0, 50.0, 500.0]), now):
                 assert [e.job.id for e in blocked.ordered_queue(t)] == [
@@ -207,8 +213,10 @@ def test_a_walk_by_blocks_decides_as_the_walk_job_by_job(policy: str, size: int)
                 blocked.starvation_threshold = plain.starvation_threshold = threshold + 50.0
             message = sim.step(reply)
         assert len(sim.rows) == 150
-        assert (blocked._blocks is not None) == (round != 5)
+        if round == 5:  # (the queue is no longer kept)
+            assert blocked._blocks is None
     assert compared > 100  # passes walked by more than one block were many
+    assert modes == ({True, False} if size[1] else {True})  # from 0: blocks as soon as kept
 
 
 def test_wfp_s_float_sort_is_the_tuple_sort() -> None:
