@@ -6,9 +6,10 @@ grows with how many jobs run and wait at once, not with the trace's length alone
 
 * the Python kernel's clock step (``simgrid.Kernel.solve``) takes the step off every pending
   sleep, one per running job (SimGrid's rounding, kept exact), at every step;
-* EASY's walk behind the head (``easy._backfill``) tests every job that fits the free machines
-  with :func:`~batsched_ml.scheduler.easy.backfill_room` (under WFP, the kinetic groups' tests
-  count too).
+* EASY's walk behind the head (``easy._backfill``, or ``easy._backfill_blocks`` over a long
+  kept queue's blocks) tests every job that fits the free machines with
+  :func:`~batsched_ml.scheduler.easy.backfill_room` (under WFP, the kinetic groups' tests
+  count too); the walks by blocks are also counted apart.
 
 For each trace this replays it once (``run_replay``, FCFS-EASY unless ``--policy``) with both
 counted, and prints: the jobs, the clock steps and the sleeps updated per step (mean and
@@ -45,8 +46,9 @@ TRACES = ("KTH-SP2-1996-2.1-cln", "HPC2N-2002-2.2-cln", "RICC-2010-2")
 
 def counted_replay(path: Path, policy: str) -> dict[str, Any]:
     """One replay of ``path`` under ``policy``, the two walks counted."""
-    counts = {"steps": 0, "sleeps": 0, "largest": 0, "walks": 0, "tests": 0}
+    counts = {"steps": 0, "sleeps": 0, "largest": 0, "walks": 0, "by_blocks": 0, "tests": 0}
     solve, room, backfill = simgrid.Kernel.solve, easy.backfill_room, easy._backfill
+    by_blocks = easy._backfill_blocks
 
     def counted_solve(kernel: simgrid.Kernel) -> bool:
         pending = len(kernel._ms)
@@ -63,9 +65,15 @@ def counted_replay(path: Path, policy: str) -> dict[str, Any]:
         counts["walks"] += 1
         return backfill(*args, **kwargs)
 
+    def counted_by_blocks(*args: Any) -> int:
+        counts["walks"] += 1
+        counts["by_blocks"] += 1
+        return by_blocks(*args)
+
     workload = load_workload(path)
     simgrid.Kernel.solve = counted_solve  # type: ignore[method-assign]
     easy.backfill_room, easy._backfill = counted_room, counted_backfill
+    easy._backfill_blocks = counted_by_blocks
     kinetic.backfill_room = counted_room
     try:
         started = time.perf_counter()
@@ -74,6 +82,7 @@ def counted_replay(path: Path, policy: str) -> dict[str, Any]:
     finally:
         simgrid.Kernel.solve = solve  # type: ignore[method-assign]
         easy.backfill_room, easy._backfill = room, backfill
+        easy._backfill_blocks = by_blocks
         kinetic.backfill_room = room
     if result.engine != "python" or guard_scheduler()[0] != "python":
         raise SystemExit(f"the replay ran on compiled parts ({result.engine}): nothing counted")
@@ -83,15 +92,16 @@ def counted_replay(path: Path, policy: str) -> dict[str, Any]:
 def render(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| trace | jobs | clock steps | sleeps per step (largest) | walks behind the head "
-        "| jobs tested per walk | replay, counted |",
-        "|---|---|---|---|---|---|---|",
+        "| of which by blocks | jobs tested per walk | replay, counted |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         per_step = row["sleeps"] / max(row["steps"], 1)
         per_walk = row["tests"] / max(row["walks"], 1)
         lines.append(
             f"| {row['trace'].removesuffix('.swf.gz')} | {row['jobs']:,} | {row['steps']:,} | "
-            f"{per_step:.0f} ({row['largest']:,}) | {row['walks']:,} | {per_walk:.0f} | "
+            f"{per_step:.0f} ({row['largest']:,}) | {row['walks']:,} | {row['by_blocks']:,} | "
+            f"{per_walk:.0f} | "
             f"{row['seconds']:.1f} s |"
         )
     return "\n".join(lines)

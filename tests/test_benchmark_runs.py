@@ -138,10 +138,12 @@ def test_the_python_walks_are_counted_on_the_python_parts(kth_slice: Path, tmp_p
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     jobs, steps = (int(cells[k].replace(",", "")) for k in (1, 2))
     per_step, largest = cells[3].split()
-    walks, per_walk = int(cells[4].replace(",", "")), int(cells[5])
+    walks, by_blocks = (int(cells[k].replace(",", "")) for k in (4, 5))
+    per_walk = int(cells[6])
     assert jobs == 2000 and steps > jobs, row  # at least a step for each job's end
     assert 1 <= int(per_step) <= int(largest.strip("()").replace(",", "")), row
     assert walks > 0 and per_walk >= 1, row
+    assert 0 <= by_blocks <= walks, row
 
 
 def test_the_compiled_scheduler_s_benchmark_runs_and_finds_the_same_job_table(
