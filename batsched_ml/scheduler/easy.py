@@ -33,12 +33,13 @@ jobs (RICC, CEA-Curie) made that walk most of a replay's time. An edit of the ru
 monotone keeps this exact; ``tests/test_easy.py`` compares the two passes on random workloads
 under every policy, so an edit that breaks it fails there.
 
-A kept queue (:class:`QueueBlocks`, which the scheduler keeps under the built-in static orders)
-lets the walk behind the head pass over whole blocks of jobs: within a walk the free machines and
-the extra ones only fall, and the shadow time stays, so a block whose smallest job needs more
-machines than are free, or more than the extra ones while its shortest estimate ends after the
-shadow time, has no job that may start. On RICC under SPF a walk passed over 1,293 jobs to test
-8; ``tests/test_policies.py`` compares the walk with and without the blocks.
+A long kept queue (:class:`QueueBlocks`, which the scheduler keeps under the built-in static
+orders from hundreds of jobs waiting) lets the walk behind the head pass over whole blocks of
+jobs: within a walk the free machines and the extra ones only fall, and the shadow time stays,
+so a block whose smallest job needs more machines than are free, or more than the extra ones
+while its shortest estimate ends after the shadow time, has no job that may start. On RICC
+under SPF a walk passed over 1,293 jobs to test 8; ``tests/test_policies.py`` compares the walk
+with and without the blocks.
 
 The free machines are a :class:`~batsched_ml.alloc.MachineSet`; a started job takes the
 lowest-numbered free machines, which the pass removes from that set as it goes (the scheduler
