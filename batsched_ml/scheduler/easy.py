@@ -384,8 +384,9 @@ def _backfill(
     started: list[tuple[WaitingJob, Runs]],
     risk: Callable[[WaitingJob, float], float] | None = None,
     budget: float = 0.0,
+    stop: int | None = None,
 ) -> tuple[int, int]:
-    """EASY's rule for the jobs behind the head, ``behind[first:]`` in that order: a job that
+    """EASY's rule for the jobs behind the head, ``behind[first:stop]`` in that order: a job that
     fits starts (appended to ``started``, its machines taken from ``free``) if it is expected to
     end by the shadow time or uses no more than the extra machines (which it then consumes), or,
     with ``risk``, if its risk fits what is left of ``budget`` (which it then consumes). Returns the
@@ -396,7 +397,7 @@ def _backfill(
     walk of queues of thousands of jobs was most of a long replay's scheduling time."""
     free_count = free.count
     gambled = 0
-    for k in range(first, len(behind)):
+    for k in range(first, len(behind) if stop is None else stop):
         job = behind[k]
         res = job.res
         if res > free_count:
@@ -434,24 +435,11 @@ def _backfill_blocks(
     ``res`` is above ``free_count``, or above ``extra`` while ``now`` plus its smallest ``est``
     is after ``shadow`` (a float sum grows with its term), has none: the same jobs start, in
     the same order, as in :func:`_backfill`. Returns the extra machines left."""
-    free_count = free.count
     start = blocks.start
-    k = first
-    while k < start:  # the starving jobs behind the head
-        job = queue[k]
-        k += 1
-        res = job.res
-        if res > free_count:
-            continue
-        room = backfill_room(res, job.est, now, shadow, extra)
-        if room < 0:
-            continue
-        extra = room
-        started.append((job, free.take_lowest(res)))
-        free_count -= res
-        if free_count == 0:
-            return extra
-    skip = k - start  # the jobs of the blocks before the first to walk
+    extra, _ = _backfill(queue, first, free, now, shadow, extra, started, stop=start)
+    if free.count == 0:  # (the starving jobs behind the head, one by one, above)
+        return extra
+    skip = max(first - start, 0)  # the jobs of the blocks before the first to walk
     parts = blocks.blocks
     least_res = blocks.least_res
     least_est = blocks.least_est
@@ -461,23 +449,9 @@ def _backfill_blocks(
         b += 1
     while b < len(parts):
         least = least_res[b]
-        if least > free_count or (least > extra and now + least_est[b] > shadow):
-            b += 1
-            skip = 0
-            continue
-        block = parts[b]
-        for i in range(skip, len(block)):
-            job = block[i]
-            res = job.res
-            if res > free_count:
-                continue
-            room = backfill_room(res, job.est, now, shadow, extra)
-            if room < 0:
-                continue
-            extra = room
-            started.append((job, free.take_lowest(res)))
-            free_count -= res
-            if free_count == 0:
+        if least <= free.count and (least <= extra or now + least_est[b] <= shadow):
+            extra, _ = _backfill(parts[b], skip, free, now, shadow, extra, started)
+            if free.count == 0:
                 return extra
         b += 1
         skip = 0
