@@ -100,7 +100,7 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   (`core.py`): two thirds of the scheduler's time on RICC under SPF. Plug-in orders re-order
   the queue at each pass. From 256 jobs the kept queue is in blocks that know their least size
   and estimate, and EASY's walk behind the head passes over a block none of whose jobs may start
-  (RICC under SPF: 1,293 jobs a walk, 8 tested; `speed_table.py --compare`: 0.85 and 0.91
+  (RICC under SPF: 1,293 jobs a walk, 8 tested; `speed_table.py --compare`: 0.87 and 0.88
   times the time under FCFS and SPF). `tests/test_policies.py` compares both with the walk.
 - **Orders that change with time sort less.** WFP and PRB order the queue again at each
   pass. A WFP pass under EASY is given only what it uses: the jobs that start at the head, the
