@@ -109,6 +109,24 @@ class Backdating(Component):
         entry.rank = self.rng.choice([0, 1, 1])
 
 
+def twin_schedulers(
+    policy: str, predictor: type[ActualRuntime] | None, threshold: float, round: int
+) -> tuple[EasyScheduler, EasyScheduler]:
+    """Two schedulers alike, to be compared message by message: each with its own
+    :class:`Backdating` of the round's seed on odd rounds."""
+    parts = [[Backdating(f"{round}")], [Backdating(f"{round}")]] if round % 2 else [[], []]
+    first, second = (
+        EasyScheduler(
+            policy,
+            predictor and predictor(),
+            starvation_threshold=threshold,
+            components=components,
+        )
+        for components in parts
+    )
+    return first, second
+
+
 @pytest.mark.parametrize("policy", ["fcfs", "spf", "saf"])
 def test_the_kept_queue_is_the_walks(policy: str) -> None:
     """Under a built-in static order the queue is kept from pass to pass (the starving jobs
@@ -122,16 +140,7 @@ def test_the_kept_queue_is_the_walks(policy: str) -> None:
         workload = random_workload(rng, 150, machines)
         threshold = rng.choice([0.0, 30.0, 120.0, 600.0])
         predictor = rng.choice([None, ActualRuntime])
-        parts = [[Backdating(f"{round}")], [Backdating(f"{round}")]] if round % 2 else [[], []]
-        kept, walked = (
-            EasyScheduler(
-                policy,
-                predictor and predictor(),
-                starvation_threshold=threshold,
-                components=components,
-            )
-            for components in parts
-        )
+        kept, walked = twin_schedulers(policy, predictor, threshold, round)
         assert kept._kept
         walked._unkeep()
         sim = BatsimSimulator([workload], [f"h{i}" for i in range(machines)])
@@ -172,16 +181,7 @@ def test_a_walk_by_blocks_decides_as_the_walk_job_by_job(
         workload = random_workload(rng, 150, machines)
         threshold = rng.choice([0.0, 30.0, 120.0, 600.0, 1e9])
         predictor = rng.choice([None, ActualRuntime])
-        parts = [[Backdating(f"{round}")], [Backdating(f"{round}")]] if round % 2 else [[], []]
-        blocked, plain = (
-            EasyScheduler(
-                policy,
-                predictor and predictor(),
-                starvation_threshold=threshold,
-                components=components,
-            )
-            for components in parts
-        )
+        blocked, plain = twin_schedulers(policy, predictor, threshold, round)
         blocked.block_size, blocked.blocks_from, blocked.blocks_below = size
         plain.block_walk = False
         sim = BatsimSimulator([workload], [f"h{i}" for i in range(machines)])
