@@ -118,7 +118,7 @@ def twin_schedulers(
     first, second = (
         EasyScheduler(
             policy,
-            predictor and predictor(),
+            predictor() if predictor is not None else None,
             starvation_threshold=threshold,
             components=components,
         )
