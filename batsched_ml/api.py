@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from batsched_ml.results.metrics import read_jobs_csv
+from batsched_ml.results.frames import read_jobs_csv
 from batsched_ml.results.outputs import JOBS, SUMMARY, TIMING, Memory, write_replay
 from batsched_ml.runs.pipeline import load
 from batsched_ml.runs.replaying import ReplayConfig, run_replay

@@ -33,7 +33,7 @@ def curie_sequence(jobs: int) -> list[Step]:
     """The allocate/release steps of the first ``jobs`` jobs of CEA-Curie's log (jobs with
     no processor count are left out)."""
     trace = read_swf(trace_named("CEA-Curie-2011-2.1-cln"))
-    frame = trace.jobs.head(jobs)
+    frame = {name: values[:jobs] for name, values in trace.jobs.items()}
     arrivals: list[tuple[float, int, int, float]] = []  # (submit, job, procs, runtime)
     for index, (submit, run, allocated, requested) in enumerate(
         zip(

@@ -1,4 +1,4 @@
-"""The folding of attempts into workload jobs (``metrics.logical_jobs``, which every figure of a
+"""The folding of attempts into workload jobs (``frames.logical_jobs``, which every figure of a
 classified run goes through) on a job table, median of ``--repeat``, and a digest of the table
 it gives. Run it with another tree first on ``PYTHONPATH`` to compare two versions on the same
 table (the digests must be equal).
@@ -23,7 +23,7 @@ from typing import Any
 
 from _common import trace_named
 
-from batsched_ml.results import metrics
+from batsched_ml.results import frames
 
 
 def table_of(trace: str, folder: Path) -> Path:
@@ -56,8 +56,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.table or table_of(args.trace, Path(tmp) / "out")
-        jobs = metrics.read_jobs_csv(path)
-        folded, table = timed(metrics.logical_jobs, jobs, repeat=args.repeat)
+        jobs = frames.read_jobs_csv(path)
+        folded, table = timed(frames.logical_jobs, jobs, repeat=args.repeat)
     digest = hashlib.sha256(table.to_csv(index=False).encode()).hexdigest()[:16]
     print(f"{path}: {len(jobs):,} rows, {len(table):,} workload jobs")
     print(f"logical_jobs  {folded:.3f} s (median of {args.repeat}), table sha256 {digest}")

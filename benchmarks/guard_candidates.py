@@ -32,12 +32,8 @@ import pandas as pd
 
 from batsched_ml.experiments.paper import short
 from batsched_ml.predict.training import WEEK
-from batsched_ml.results.metrics import (
-    bounded_slowdown,
-    logical_jobs,
-    read_jobs_csv,
-    with_job_metrics,
-)
+from batsched_ml.results.frames import logical_jobs, read_jobs_csv, with_job_metrics
+from batsched_ml.results.metrics import bounded_slowdown
 
 METHOD = "classification-idempotent"
 #: (label, column, thresholds)

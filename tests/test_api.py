@@ -12,7 +12,7 @@ import pytest
 import batsched_ml
 from batsched_ml.cli import main
 from batsched_ml.errors import ConfigError
-from batsched_ml.results.metrics import read_jobs_csv
+from batsched_ml.results.frames import read_jobs_csv
 from batsched_ml.runs.replaying import ReplayConfig
 from tests.conftest import workload_head
 

@@ -11,7 +11,7 @@ import pytest
 
 from batsched_ml.predict.training import WeeklyModel
 from batsched_ml.protocol.events import RegisterJob, RegisterProfile
-from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
+from batsched_ml.results.frames import logical_jobs, read_jobs_csv
 from batsched_ml.results.outputs import write_replay
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.sim.jobs_csv import HEADER

@@ -17,7 +17,8 @@ from batsched_ml.protocol.events import (
     Message,
     RequestedCall,
 )
-from batsched_ml.results.metrics import max_machines_in_use, read_jobs_csv
+from batsched_ml.results.frames import read_jobs_csv
+from batsched_ml.results.metrics import max_machines_in_use
 from batsched_ml.results.textfile import write_jobs_csv
 from batsched_ml.scheduler.core import EasyScheduler
 from batsched_ml.scheduler.easy import easy_pass, reservation_for

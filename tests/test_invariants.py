@@ -23,12 +23,8 @@ import pytest
 from procset import ProcSet
 
 from batsched_ml.alloc import mask_of
-from batsched_ml.results.metrics import (
-    RESUBMIT_SUFFIX,
-    logical_jobs,
-    max_machines_in_use,
-    read_jobs_csv,
-)
+from batsched_ml.results.frames import logical_jobs, read_jobs_csv
+from batsched_ml.results.metrics import RESUBMIT_SUFFIX, max_machines_in_use
 from batsched_ml.results.outputs import write_replay
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.scheduler.policies import POLICIES

@@ -27,6 +27,9 @@ DEFERRED: dict[tuple[str, str, str], str] = {
     ("batsched_ml.trainer.server", "_import_training_libraries", "batsched_ml.predict.grow"): (
         "the side trainer answers its first request before it loads its training libraries"
     ),
+    ("batsched_ml.results.outputs", "write_replay", "batsched_ml.results.classified_files"): (
+        "pandas (0.3 s and 110 MiB with pyarrow), only for a classifying scheduler's tables"
+    ),
     ("batsched_ml.runs.replaying", "_run_over_zmq", "batsched_ml.transport.v4"): (
         "ZeroMQ, only for a replay over a socket"
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 
 import numpy as np
 import pandas as pd
@@ -90,23 +91,31 @@ def test_max_machines_in_use_frees_before_it_takes() -> None:
 
 
 def test_month_labels_are_strftime_s_formatted_once_per_month() -> None:
+    """The months of times over forty years, in zones whose clocks moved at midnight or by half
+    an hour, and in an unknown zone (UTC): pandas' ``strftime("%Y-%m")`` of each time."""
     from batsched_ml.results.metrics import month_labels
 
     rng = np.random.default_rng(0)
-    submission = pd.Series(np.sort(rng.uniform(0, 3 * 365 * 86_400.0, 5000)), name="s")
-    for start, zone in ((842_000_000, "Europe/Stockholm"), (0, None), (-(10**8), "Nowhere/Zone")):
+    submission = pd.Series(np.sort(rng.uniform(0, 40 * 365 * 86_400.0, 20_000)), name="s")
+    # and every time a second either side of each day's start, where a month may begin
+    days = np.arange(0, 40 * 365) * 86_400.0
+    submission = pd.Series(np.sort(np.concatenate([submission, days - 1, days, days + 1])))
+    for start, zone in [(631_152_000, z) for z in ZONES] + [(0, None), (-(10**8), "Europe/Paris")]:
         stamps = pd.to_datetime(start + submission, unit="s", utc=True)
-        if zone == "Europe/Stockholm":
+        if zone is not None and zone != "Nowhere/Zone":
             stamps = stamps.dt.tz_convert(zone)
         expected = stamps.dt.strftime("%Y-%m")
-        pd.testing.assert_series_equal(month_labels(submission, start, zone), expected)
+        got = month_labels(submission.to_numpy(), start, zone)
+        assert got.tolist() == expected.tolist(), zone
+    calendarless = month_labels(np.array([0.0, 2_592_000.0, 1e9, np.nan]), None, None)
+    assert calendarless.tolist() == ["m00", "m01", "m385", None]
 
 
 def test_logical_jobs_fold_attempts_in_final_order() -> None:
     """Attempts given out of order: a job killed twice, a resubmission whose original row is
     missing, a rejected job, a job killed for good; rows come in the order of a stable sort on
     (killed, finish time), each with its original name, submission and wasted area."""
-    from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
+    from batsched_ml.results.frames import logical_jobs, read_jobs_csv
 
     columns = (
         "job_id,workload_name,submission_time,requested_number_of_resources,final_state,"
@@ -150,7 +159,7 @@ def test_logical_jobs_fold_attempts_in_final_order() -> None:
 
 
 def test_logical_jobs_refuse_a_row_without_an_id() -> None:
-    from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
+    from batsched_ml.results.frames import logical_jobs, read_jobs_csv
 
     text = (
         "job_id,workload_name,submission_time,requested_number_of_resources,final_state,"
@@ -160,3 +169,186 @@ def test_logical_jobs_refuse_a_row_without_an_id() -> None:
     )
     with pytest.raises(ValueError, match="no job_id"):
         logical_jobs(read_jobs_csv(io.StringIO(text)))
+
+
+# --- the figures against pandas' (tests/pandas_metrics.py: the oracle) -----------------------
+
+ZONES = (
+    None,
+    "Europe/Stockholm",
+    "US/Eastern",
+    "Asia/Tokyo",
+    "America/Sao_Paulo",  # its clocks went forward at midnight
+    "America/Havana",
+    "Australia/Lord_Howe",  # half an hour of daylight saving
+    "Nowhere/Zone",  # unknown: UTC
+)
+
+
+def _time(rng: random.Random, low: float, high: float) -> float:
+    """A time as jobs.csv writes it (six decimals), whole most of the time."""
+    value = rng.uniform(low, high)
+    return float(f"{value:.6f}") if rng.random() < 0.3 else float(round(value))
+
+
+def _random_rows(rng: random.Random, jobs: int) -> list[str]:
+    """Rows of a job table as a replay writes them: several workloads, rejected jobs, jobs
+    killed for good, jobs killed and resubmitted (``<id>_r<n>`` in ``<w>_resub``), a
+    resubmission whose original row is missing, times whole or with decimals, in any order."""
+    span = rng.choice((5 * 86_400.0, 400 * 86_400.0, 3 * 365 * 86_400.0))
+    rows: list[str] = []
+
+    def row(
+        name: str,
+        workload: str,
+        sub: float,
+        res: int,
+        state: str,
+        start: float | None,
+        run: float | None,
+    ) -> str:
+        if start is None or run is None:
+            times = ",,,,,"
+        else:
+            finish = start + run
+            times = f"{start:.6f},{run:.6f},{finish:.6f},{start - sub:.6f},{finish - sub:.6f},1.0"
+        success = int(state == "COMPLETED_SUCCESSFULLY")
+        return (
+            f"{name},{workload},p,{sub:.6f},{res},3600.000000,{success},{state},{times},"
+            f'0-{res - 1},-1.000000,""'
+        )
+
+    for job in range(jobs):
+        workload = rng.choice(("w0", "w0", "w1"))
+        sub = _time(rng, 0, span)
+        res = rng.randint(1, 64)
+        kind = rng.random()
+        wait = rng.choice((0.0, _time(rng, 0, 1e3), _time(rng, 0, 1e6), _time(rng, 0, 1e-3)))
+        run = rng.choice((_time(rng, 1, 60), _time(rng, 60, 1e5), 1e-5))
+        if kind < 0.05:
+            rows.append(row(str(job), workload, sub, res, "REJECTED", None, None))
+        elif kind < 0.1:
+            rows.append(row(str(job), workload, sub, res, "COMPLETED_KILLED", sub + wait, run))
+        elif kind < 0.25:
+            start = sub + wait
+            attempts = rng.randint(1, 3)
+            original = rng.random() > 0.05  # else: its original row is missing
+            if original:
+                rows.append(row(str(job), workload, sub, res, "COMPLETED_KILLED", start, run / 3))
+            again = start + run / 3
+            for attempt in range(1, attempts + 1):
+                last = attempt == attempts
+                state = "COMPLETED_SUCCESSFULLY" if last else "COMPLETED_KILLED"
+                rows.append(
+                    row(
+                        f"{job}_r{attempt}",
+                        f"{workload}_resub",
+                        again,
+                        res,
+                        state,
+                        again + wait,
+                        run if last else run / 3,
+                    )
+                )
+                again += wait + run / 3
+        else:
+            rows.append(
+                row(str(job), workload, sub, res, "COMPLETED_SUCCESSFULLY", sub + wait, run)
+            )
+    rng.shuffle(rows)
+    return rows
+
+
+def test_the_figures_are_pandas_own_on_random_tables() -> None:
+    """``summarize`` (numpy) gives pandas' figures bit for bit, from the rows as a replay reads
+    them (compiled and not) and from a pandas table: every count, sum, mean, median and month,
+    with kills, resubmissions, rejected jobs and calendars in several zones."""
+    import json
+
+    from batsched_ml import compiled
+    from batsched_ml.results.frames import read_jobs_csv
+    from batsched_ml.results.metrics import figure_columns
+    from tests import pandas_metrics
+
+    rng = random.Random(11)
+    compared = 0
+    for case in range(60):
+        rows = _random_rows(rng, rng.choice((0, 1, 5, 50, 400, 3000)))
+        zone = rng.choice(ZONES)
+        start = rng.choice((None, 842_000_000.0, 1_300_000_000.0, 1_199_142_000.0))
+        machines = rng.randint(64, 512)
+        text = HEADER + "\n" + "".join(r + "\n" for r in rows)
+        frame = read_jobs_csv(io.StringIO(text))
+        expected = pandas_metrics.summarize(
+            frame, nb_machines=machines, unix_start_time=start, time_zone=zone
+        )
+        tables = [figure_columns(rows), frame]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(compiled.VARIABLE, "python")
+            tables.append(figure_columns(rows))
+        for table in tables:
+            got = summarize(table, nb_machines=machines, unix_start_time=start, time_zone=zone)
+            assert json.dumps(got) == json.dumps(expected), (case, zone, start)
+        compared += 1
+        if case < 3:
+            assert expected.get("kills", 0) >= 0
+    assert compared == 60
+
+
+def test_logical_jobs_are_pandas_own_on_random_tables() -> None:
+    from batsched_ml.results.frames import logical_jobs, read_jobs_csv
+    from tests import pandas_metrics
+
+    rng = random.Random(12)
+    for _ in range(20):
+        rows = _random_rows(rng, rng.choice((1, 30, 500)))
+        frame = read_jobs_csv(io.StringIO(HEADER + "\n" + "".join(r + "\n" for r in rows)))
+        pd.testing.assert_frame_equal(
+            logical_jobs(frame), pandas_metrics.logical_jobs(frame), check_exact=True
+        )
+
+
+def test_the_compiled_reader_of_rows_reads_them_as_its_reference() -> None:
+    """``figure_columns``: the compiled reader (``_cswf.csv_fields``) gives its reference's
+    columns bit for bit, or leaves the table to it (a number it is not sure of, too few
+    fields), which reads each number as Python's ``float`` does."""
+    from batsched_ml import compiled
+    from batsched_ml.results.metrics import figure_columns
+    from batsched_ml.workload.swf import compiled_parser
+
+    parser = compiled_parser()
+    if parser is None:
+        pytest.skip("the compiled parts are not built")  # CI requires them (conftest)
+    rng = random.Random(13)
+    odd_numbers = ("1e3", "-0.000000", "0.1234567890123456789", "nan", " 5", "1_0", "+2", ".5")
+    taken = refused = 0
+    for _ in range(300):
+        rows = _random_rows(rng, rng.randint(1, 6))
+        for at in range(len(rows)):
+            if rng.random() < 0.1:
+                fields = rows[at].split(",")
+                fields[rng.choice((3, 4, 8, 9, 10))] = rng.choice(odd_numbers)
+                if rng.random() < 0.3:
+                    fields[0] = rng.choice(("é1", "a b", '"q"', "x" * 40))
+                rows[at] = ",".join(fields)
+        read = parser.csv_fields(rows, (0, 1, 7), (3, 4, 8, 9, 10))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(compiled.VARIABLE, "python")
+            try:
+                reference = figure_columns(rows)
+            except ValueError:
+                assert read is None
+                refused += 1
+                continue
+        if read is None:
+            refused += 1
+            continue
+        taken += 1
+        ours = figure_columns(rows)
+        for name, values in reference.items():
+            assert ours[name].dtype == values.dtype, name
+            if values.dtype == object:
+                assert ours[name].tolist() == values.tolist(), name
+            else:
+                assert ours[name].tobytes() == values.tobytes(), name
+    assert taken > 100 and refused > 30, (taken, refused)

@@ -15,7 +15,7 @@ import pytest
 
 from batsched_ml.cli import main
 from batsched_ml.report import data, figures
-from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
+from batsched_ml.results.frames import logical_jobs, read_jobs_csv
 from batsched_ml.results.outputs import write_replay
 from batsched_ml.runs.replaying import ReplayConfig, run_replay
 from batsched_ml.workload.shake import shake

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import io
 import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from batsched_ml import compiled
@@ -43,7 +46,7 @@ def write(tmp_path: Path, body: str, name: str = "t.swf") -> Path:
 
 def test_reads_all_18_fields_and_the_header(tmp_path: Path) -> None:
     trace = read_swf(write(tmp_path, HEADER + "\n".join(LINES) + "\n"))
-    assert list(trace.jobs.columns) == list(SWF_FIELDS)
+    assert list(trace.jobs) == list(SWF_FIELDS)
     assert trace.jobs["run_time"].tolist() == [100, 50, -1]
     assert trace.jobs["requested_processors"].tolist() == [4, -1, 1]
     assert trace.jobs["user_id"].tolist() == [7, 8, 7]
@@ -61,7 +64,7 @@ def test_gzip_and_plain_give_the_same_jobs(tmp_path: Path) -> None:
     body = HEADER + "\n".join(LINES) + "\n"
     plain = read_swf(write(tmp_path, body, "a.swf"))
     packed = read_swf(write(tmp_path, body, "a.swf.gz"))
-    assert plain.jobs.equals(packed.jobs)
+    _same_frames(plain.jobs, packed.jobs)
     assert packed.name == "a"
 
 
@@ -142,8 +145,8 @@ def test_reads_the_real_kth_trace() -> None:
     trace = read_swf(path)
     assert len(trace) == 28_476  # SOURCES.md: job lines
     assert trace.header.max_procs == 100
-    assert trace.jobs["job_number"].iloc[0] == 15
-    assert trace.jobs["job_number"].iloc[-1] == 28_490  # = MaxJobs
+    assert trace.jobs["job_number"][0] == 15
+    assert trace.jobs["job_number"][-1] == 28_490  # = MaxJobs
 
 
 def test_an_integer_field_beyond_int64_stays_a_float(tmp_path: Path) -> None:
@@ -171,8 +174,8 @@ CSWF_SOURCE = Path(swf.__file__).with_name("_cswf.c")
 
 
 def _reference(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``_parse_numbers`` of ``lines`` by pandas alone (the compiled parts turned off): the
-    frame, or the ValueError it raises."""
+    """``_parse_numbers`` of ``lines`` by numpy alone (the compiled parts turned off): the
+    columns, or the ValueError it raises."""
     with monkeypatch.context() as patch:
         patch.setenv(compiled.VARIABLE, "python")
         try:
@@ -182,11 +185,25 @@ def _reference(lines: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _same_frames(ours: Any, theirs: Any) -> None:
-    assert list(ours.columns) == list(theirs.columns)
-    for name in ours.columns:
-        a, b = ours[name].to_numpy(), theirs[name].to_numpy()
+    assert list(ours) == list(theirs) == list(SWF_FIELDS)
+    for name in ours:
+        a, b = np.asarray(ours[name]), np.asarray(theirs[name])
         assert a.dtype == b.dtype, name
         assert a.tobytes() == b.tobytes(), name  # bit for bit: -0.0 and 0.0 differ
+
+
+def _pandas_numbers(lines: list[str]) -> np.ndarray:
+    """The numbers of ``lines`` as pandas' C parser reads them (the reader's reference before
+    it was numpy's): every trace's numbers must be read the same (and made columns alike)."""
+    frame = pd.read_csv(
+        io.BytesIO("\n".join(lines).encode()),
+        sep=r"\s+",
+        header=None,
+        names=list(SWF_FIELDS),
+        dtype="float64",
+        engine="c",
+    )
+    return frame.to_numpy()
 
 
 TRACE_NAMES = sorted(path.name for path in TRACES.glob("*.swf.gz")) if TRACES.is_dir() else []
@@ -204,7 +221,7 @@ TRACE_NAMES = sorted(path.name for path in TRACES.glob("*.swf.gz")) if TRACES.is
         for name in TRACE_NAMES
     ],
 )
-def test_the_compiled_parser_reads_each_trace_as_pandas_does(
+def test_the_compiled_parser_reads_each_trace_as_numpy_and_pandas_do(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     module = _cswf()
@@ -212,7 +229,9 @@ def test_the_compiled_parser_reads_each_trace_as_pandas_does(
     lines = [line.strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not line.startswith(";")]
     assert module.parse("\n".join(lines).encode(), len(SWF_FIELDS)) is not None  # taken
-    _same_frames(swf._parse_numbers(lines), _reference(lines, monkeypatch))
+    ours = swf._parse_numbers(lines)
+    _same_frames(ours, _reference(lines, monkeypatch))
+    _same_frames(ours, swf._columns(_pandas_numbers(lines)))
 
 
 def _field(rng: random.Random) -> str:
@@ -254,12 +273,13 @@ def _job_line(
     return fields[0] + "".join(s + f for s, f in zip(separators, fields[1:], strict=True))
 
 
-def test_the_compiled_parser_reads_what_pandas_reads_or_leaves_it_to_pandas(
+def test_the_compiled_parser_reads_what_numpy_reads_or_leaves_it_to_numpy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Random lines: what the compiled parser takes it reads bit for bit as pandas does; a line
-    it refuses (another field count, a field it is not sure of) sends the whole parse to
-    pandas. Every shape of field is taken at least once, and refused at least once."""
+    """Random lines: what the compiled parser takes it reads bit for bit as numpy does, and as
+    pandas' parser does; a line it refuses (another field count, a field it is not sure of)
+    sends the whole parse to numpy. Every shape of field is taken at least once, and refused
+    at least once."""
     module = _cswf()
     rng = random.Random(7)
     taken = refused = 0
@@ -271,8 +291,10 @@ def test_the_compiled_parser_reads_what_pandas_reads_or_leaves_it_to_pandas(
             refused += 1
             continue
         taken += 1
-        assert not isinstance(reference, ValueError), lines  # taken: pandas reads it too
-        _same_frames(swf._parse_numbers(lines), reference)
+        assert not isinstance(reference, ValueError), lines  # taken: numpy reads it too
+        ours = swf._parse_numbers(lines)
+        _same_frames(ours, reference)
+        _same_frames(ours, swf._columns(_pandas_numbers(lines)))
     assert taken > 50 and refused > 50, (taken, refused)
 
 
@@ -296,7 +318,7 @@ def test_the_compiled_parser_refuses_what_it_cannot_be_sure_of() -> None:
 
 def _python_read(path: Path, monkeypatch: pytest.MonkeyPatch, *, lenient: bool = False) -> Any:
     """``read_swf`` with the compiled parts turned off (the lines split and stripped by Python,
-    the numbers read by pandas): the trace, or the SwfError it raises."""
+    the numbers read by numpy): the trace, or the SwfError it raises."""
     with monkeypatch.context() as patch:
         patch.setenv(compiled.VARIABLE, "python")
         try:

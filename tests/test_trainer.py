@@ -565,7 +565,7 @@ def test_a_trainer_killed_during_a_full_replay_is_restarted_and_the_run_complete
     again; every job finishes exactly once."""
     import signal
 
-    from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
+    from batsched_ml.results.frames import logical_jobs, read_jobs_csv
     from batsched_ml.trainer.process import TrainerProcess
 
     params = ForestParams()

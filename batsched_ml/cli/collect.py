@@ -55,7 +55,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from batsched_ml.serving.collect import collect, summary_table
+    from batsched_ml.results.outputs import summary_table
+    from batsched_ml.serving.collect import collect
 
     given = options.settings(args)  # only the options given: the rest are the served run's
     summary = collect(

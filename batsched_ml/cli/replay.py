@@ -71,8 +71,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from batsched_ml.results.outputs import summary_table
     from batsched_ml.runs.pipeline import replay_into
-    from batsched_ml.serving.collect import summary_table
 
     started = time.perf_counter()
     path = shipped.resolve(args.workload)

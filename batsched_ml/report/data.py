@@ -24,8 +24,9 @@ import pandas as pd
 
 from batsched_ml.errors import UserError
 from batsched_ml.registry import run_title
+from batsched_ml.results.frames import logical_jobs, read_jobs_csv, with_job_metrics
 from batsched_ml.results.gap import Estimate, estimate, share_of_ceiling
-from batsched_ml.results.metrics import killed_jobs, logical_jobs, read_jobs_csv, with_job_metrics
+from batsched_ml.results.metrics import killed_jobs
 from batsched_ml.results.runfolder import require_complete
 from batsched_ml.results.table import read_results
 from batsched_ml.scheduler.guard import GUARD_DEFAULTS

@@ -1,6 +1,13 @@
 """The one metrics module: every figure of a run is computed here from its job table.
 
-The input is a Batsim ``_jobs.csv`` (ours or real Batsim's), read with :func:`read_jobs_csv`.
+The input is a Batsim ``_jobs.csv`` (ours or real Batsim's) by column: the columns of
+:data:`FIGURE_COLUMNS` as numpy arrays (a replay's own table, :mod:`.figure_table`), or a pandas
+table read by :func:`batsched_ml.results.frames.read_jobs_csv` (real Batsim's, a report's). The
+figures are numpy's alone: a replay computes them without loading pandas (0.3 s and 110 MiB of
+every command, with pyarrow), and a report from a pandas table gets the same numbers: the sums
+and means are numpy's pairwise ones that pandas calls, the median its ``nanmedian``, and the
+months' means their rows' in table order, as pandas' groups hold them (``tests/test_metrics.py``
+compares both on random tables and on replays).
 
 Bounded slowdown (paper, section 3.2; the formula is :mod:`batsched_ml.slowdown`'s), with ``tau``
 = 60 s::
@@ -33,19 +40,30 @@ of all the run's jobs (the paper's divider over the whole trace, Table 2).
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
-from typing import IO, Any
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from operator import itemgetter
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
 import numpy as np
-import pandas as pd
 
 # the formula and its bound, written below the scheduler's guard that decides with them
 from batsched_ml.slowdown import TAU as TAU
 from batsched_ml.slowdown import bounded_slowdown as bounded_slowdown
+from batsched_ml.workload.swf import compiled_parser
 
 HOUR = 3_600.0
 MONTH = 30 * 86_400.0
+
+
+class Table(Protocol):
+    """A job table by column: ``table[name]`` gives the column as an array (a dict of numpy
+    arrays, or a pandas table)."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
 
 
 #: The columns of a job table that :func:`summarize` and :func:`prediction_quality`'s caller read:
@@ -60,58 +78,167 @@ FIGURE_COLUMNS: tuple[str, ...] = (
     "execution_time",
     "finish_time",
 )
+_TEXT_COLUMNS = frozenset({"job_id", "workload_name", "final_state"})
+# each figure column's place in a row of Batsim's jobs.csv (sim/jobs_csv.py's JOBS_CSV_COLUMNS)
+_PLACES = {
+    "job_id": 0,
+    "workload_name": 1,
+    "submission_time": 3,
+    "requested_number_of_resources": 4,
+    "final_state": 7,
+    "starting_time": 8,
+    "execution_time": 9,
+    "finish_time": 10,
+}
 
 
-def read_jobs_csv(
-    path: str | Path | IO[str], *, columns: tuple[str, ...] | None = None, objects: bool = False
-) -> pd.DataFrame:
-    """A Batsim jobs table, with ``job_id`` kept as text; only ``columns`` if given (in the
-    file's order).
+def figure_columns(rows: list[str], *, part: int = 50_000) -> dict[str, np.ndarray]:
+    """The :data:`FIGURE_COLUMNS` of a job table's text rows (Batsim's ``jobs.csv`` without its
+    header line, as :mod:`batsched_ml.sim.jobs_csv` writes them): the text columns as arrays of
+    Python strings, the numbers as float64 (an empty field, a rejected job's times: NaN), each
+    the number a reader of the file gets (correctly rounded, as Python's ``float`` and pandas'
+    parser read ``%f``'s digits). The figure fields come before the quoted metadata, and none
+    of them holds a comma: each row is split on its commas.
 
-    ``objects``: the text columns as Python strings (columns of objects) rather than pandas'
-    text type, for a table read only to compute from (the figures of a replay's own table):
-    making pandas' text columns (Arrow strings) and taking the strings back out of them was
-    half of reading RICC's figure columns. The numbers are read the same way either way."""
-    text: type = object if objects else str
-    dtype: dict[str, Any] = {"job_id": text, "workload_name": text, "allocated_resources": text}
-    return pd.read_csv(path, dtype=dtype, usecols=list(columns) if columns is not None else None)
+    The compiled reader (``_cswf.csv_fields``) reads the usual table in one pass; a row it is
+    not sure of leaves the whole table to the steps below, its reference, which read ``part``
+    rows at a time (the split fields of a whole table were the largest step of a replay's
+    memory)."""
+    texts = tuple(name for name in FIGURE_COLUMNS if name in _TEXT_COLUMNS)
+    numbers = tuple(name for name in FIGURE_COLUMNS if name not in _TEXT_COLUMNS)
+    parser = compiled_parser()
+    read = (
+        None
+        if parser is None
+        else parser.csv_fields(
+            rows, tuple(_PLACES[name] for name in texts), tuple(_PLACES[name] for name in numbers)
+        )
+    )
+    out: dict[str, np.ndarray] = {}
+    if read is not None:
+        lists, values = read
+        by_place = np.frombuffer(values, dtype=np.float64).reshape(len(numbers), len(rows))
+        for name, cells in zip(texts, lists, strict=True):
+            out[name] = text_column(cells)
+        for name, numbers_of_name in zip(numbers, by_place, strict=True):
+            out[name] = numbers_of_name
+        return {name: out[name] for name in FIGURE_COLUMNS}
+    text_cells: dict[str, list[str]] = {name: [] for name in texts}
+    number_parts: dict[str, list[np.ndarray]] = {name: [] for name in numbers}
+    for start in range(0, len(rows), part):
+        fields = [row.split(",", 11) for row in rows[start : start + part]]
+        for name, cells in text_cells.items():
+            cells.extend(map(itemgetter(_PLACES[name]), fields))
+        for name, parts in number_parts.items():
+            parts.append(_floats(list(map(itemgetter(_PLACES[name]), fields))))
+    for name in FIGURE_COLUMNS:
+        if name in text_cells:
+            out[name] = text_column(text_cells[name])
+        else:
+            parts = number_parts[name]
+            out[name] = np.concatenate(parts) if parts else np.empty(0)
+    return out
+
+
+def text_column(cells: list[str]) -> np.ndarray:
+    """``cells`` as a numpy array of Python strings (objects)."""
+    column = np.empty(len(cells), dtype=object)
+    column[:] = cells
+    return column
+
+
+def _floats(cells: list[str]) -> np.ndarray:
+    """The numbers of ``cells``, an empty one NaN."""
+    try:
+        return np.array(cells, dtype=np.float64)
+    except ValueError:  # an empty field: a rejected job's times
+        return np.array([float(cell) if cell else np.nan for cell in cells], dtype=np.float64)
+
+
+def column(table: Table, name: str) -> np.ndarray:
+    """Column ``name`` of ``table`` as a numpy array (text as Python strings)."""
+    return np.asarray(table[name])
+
+
+def _nan_min(values: np.ndarray) -> float:
+    """The least value, NaN left out (pandas' ``min``); NaN when none is left."""
+    values = np.asarray(values, dtype=np.float64)
+    kept = values[~np.isnan(values)]
+    return float(kept.min()) if len(kept) else float("nan")
+
+
+def _nan_max(values: np.ndarray) -> float:
+    """The greatest value, NaN left out (pandas' ``max``); NaN when none is left."""
+    values = np.asarray(values, dtype=np.float64)
+    kept = values[~np.isnan(values)]
+    return float(kept.max()) if len(kept) else float("nan")
+
+
+def _nan_sum(values: np.ndarray) -> float:
+    """The sum, NaN counted as 0 (pandas' ``sum``): numpy's pairwise sum of the values."""
+    values = np.asarray(values, dtype=np.float64)
+    missing = np.isnan(values)
+    return float(np.where(missing, 0.0, values).sum() if missing.any() else values.sum())
+
+
+def _nan_mean(values: np.ndarray) -> float:
+    """The mean of the values that are not NaN (pandas' ``mean``): their pairwise sum over
+    their count; NaN when none is."""
+    values = np.asarray(values, dtype=np.float64)
+    missing = np.isnan(values)
+    count = len(values) - int(missing.sum())
+    if not count:
+        return float("nan")
+    total = np.where(missing, 0.0, values).sum() if missing.any() else values.sum()
+    return float(total / count)
 
 
 RESUBMIT_SUFFIX = "_resub"
+_ATTEMPT = re.compile(r"_r\d+$")
 
 
-def logical_jobs(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per workload job (see the module docstring), with ``attempts`` and
-    ``wasted_area`` columns. Rows keep Batsim's columns; ``job_id``/``workload_name`` are the
-    original job's.
+@dataclass(frozen=True)
+class Folding:
+    """How a job table's attempts fold into workload jobs (see the module docstring), as rows
+    of the table: one logical job per entry, in the order of a stable sort on (not killed,
+    finish time, -1 for none): the jobs killed for good first, then by finish time, ties in the
+    table's order."""
 
-    Rows are the final attempts in the order a stable sort on (not killed, finish time, -1
-    for none) gives them: the jobs killed for good first, then by finish time, ties in the
-    table's order. The attempts of a job are matched by their group's number
-    (``pd.factorize`` of "<workload>!<name>", once), never by aligning tables on the text keys:
-    each such alignment hashed 200,000 keys again (HPC2N classified: 0.86 s, now 0.11 s)."""
-    workload = jobs["workload_name"].astype(str)
-    resub = workload.str.endswith(RESUBMIT_SUFFIX).to_numpy(dtype=bool)
-    table = jobs.copy(deep=False)  # columns are added, none is changed: the data is shared
-    table["attempts"] = 1
-    table["wasted_area"] = 0.0
-    killed = (table["final_state"] == "COMPLETED_KILLED").to_numpy(dtype=bool)
+    final: np.ndarray  # the row of the final attempt
+    attempts: np.ndarray  # how many attempts (int64)
+    wasted_area: np.ndarray  # the killed attempts' processors x time run
+    named_by: np.ndarray  # the row whose job_id and workload_name name the job
+    submitted_by: np.ndarray  # the row whose submission time is the job's
+
+
+def fold_attempts(table: Table) -> Folding | None:
+    """The folding of ``table``'s attempts into workload jobs; None when every row is a job of
+    its own (no resubmission, no kill). The attempts of a job are matched by their group's
+    number (each "<workload>!<name>" numbered once, first seen first), never by aligning tables
+    on the text keys: each such alignment hashed 200,000 keys again."""
+    workload = [str(name) for name in column(table, "workload_name").tolist()]
+    ends = {name: name.endswith(RESUBMIT_SUFFIX) for name in set(workload)}
+    resub = np.fromiter(map(ends.__getitem__, workload), dtype=bool, count=len(workload))
+    killed = column(table, "final_state") == "COMPLETED_KILLED"
+    killed = np.asarray(killed, dtype=bool)
     if not resub.any() and not killed.any():
-        return table
-    original_workload = workload.where(~resub, workload.str.slice(0, -len(RESUBMIT_SUFFIX)))
-    job_id = table["job_id"]
-    original_name = job_id.where(~resub, job_id.str.replace(r"_r\d+$", "", regex=True))
-    codes, keys = pd.factorize(original_workload + "!" + original_name)  # first seen: 0, 1...
-    if (codes < 0).any():  # (pandas' groupby left such rows out without a word)
-        raise ValueError("a job table with a row that has no job_id")
-    groups = len(keys)
-    waste = np.where(
-        killed,
-        table["requested_number_of_resources"].to_numpy() * table["execution_time"].to_numpy(),
-        0.0,
-    )
+        return None
+    job_id = column(table, "job_id").tolist()
+    index: dict[str, int] = {}
+    codes_list: list[int] = []
+    for name, number, again in zip(workload, job_id, resub.tolist(), strict=True):
+        if not isinstance(number, str):  # (pandas' groups left such rows out without a word)
+            raise ValueError("a job table with a row that has no job_id")
+        if again:
+            name, number = name[: -len(RESUBMIT_SUFFIX)], _ATTEMPT.sub("", number)
+        codes_list.append(index.setdefault(f"{name}!{number}", len(index)))
+    codes = np.array(codes_list, dtype=np.int64)
+    groups = len(index)
+    res = column(table, "requested_number_of_resources")
+    waste = np.where(killed, res * column(table, "execution_time"), 0.0)
     # the final attempt of each logical job: the one that did not end killed (else the last)
-    finish = table["finish_time"].fillna(-1.0).to_numpy()
+    finish = column(table, "finish_time").astype(np.float64)
+    finish = np.where(np.isnan(finish), -1.0, finish)
     ranked = np.lexsort((finish, np.where(killed, 0, 1)))  # stable: ties keep the row order
     ranked_codes = codes[ranked]
     reversed_first = np.unique(ranked_codes[::-1], return_index=True)[1]
@@ -129,64 +256,135 @@ def logical_jobs(jobs: pd.DataFrame) -> pd.DataFrame:
     named_by = np.where(named_by >= 0, named_by, final_rows)
     submitted_by = original_of[final_codes]
     submitted_by = np.where(submitted_by >= 0, submitted_by, first_of[final_codes])
-    out = table.take(final_rows).reset_index(drop=True)
-    out["attempts"] = np.bincount(codes, minlength=groups)[final_codes]
-    out["wasted_area"] = pd.Series(waste).groupby(codes).sum().to_numpy()[final_codes]
-    out["job_id"] = job_id.take(named_by).reset_index(drop=True)
-    out["workload_name"] = table["workload_name"].take(named_by).reset_index(drop=True)
-    submission = table["submission_time"].to_numpy()[submitted_by]
-    out["submission_time"] = submission
-    out["waiting_time"] = out["starting_time"].to_numpy() - submission
-    out["turnaround_time"] = out["finish_time"].to_numpy() - submission
+    # each group's waste summed in row order (pandas' groupby sum: Kahan's, as here)
+    wasted = _group_sums(waste, codes, groups)
+    return Folding(
+        final=final_rows,
+        attempts=np.bincount(codes, minlength=groups)[final_codes].astype(np.int64),
+        wasted_area=wasted[final_codes],
+        named_by=named_by,
+        submitted_by=submitted_by,
+    )
+
+
+def _group_sums(values: np.ndarray, codes: np.ndarray, groups: int) -> np.ndarray:
+    """Each group's sum of ``values``, row by row with Kahan's compensation, as pandas'
+    ``groupby(codes).sum()`` of a float column (``group_sum``), so the wasted areas are the
+    numbers pandas gave. Only the groups with a non-zero value are summed: a group of zeros
+    sums to 0 with no compensation."""
+    sums = np.zeros(groups)
+    busy = np.zeros(groups, dtype=bool)
+    busy[codes[values != 0]] = True
+    rows = np.flatnonzero(busy[codes])
+    total = [0.0] * groups
+    compensation = [0.0] * groups
+    for group, value in zip(codes[rows].tolist(), values[rows].tolist(), strict=True):
+        if value != value:  # a missing value: left out, as pandas leaves it
+            continue
+        y = value - compensation[group]
+        t = total[group] + y
+        c = t - total[group] - y
+        compensation[group] = 0.0 if c != c else c  # an infinite value: no NaN compensation
+        total[group] = t
+    sums[:] = total
+    return sums
+
+
+def logical_columns(table: Table, names: Iterable[str] = FIGURE_COLUMNS) -> dict[str, np.ndarray]:
+    """Columns ``names`` of the logical jobs of ``table`` (:func:`fold_attempts`), with
+    ``attempts`` and ``wasted_area``: ``job_id`` and ``workload_name`` are the original job's,
+    ``submission_time`` its first submission, the other columns the final attempt's."""
+    fold = fold_attempts(table)
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        values = column(table, name)
+        if fold is not None:
+            rows = fold.final
+            if name in ("job_id", "workload_name"):
+                rows = fold.named_by
+            elif name == "submission_time":
+                rows = fold.submitted_by
+            values = values[rows]
+        out[name] = values
+    rows_count = len(out[next(iter(out))]) if out else 0
+    if fold is None:
+        out["attempts"] = np.ones(rows_count, dtype=np.int64)
+        out["wasted_area"] = np.zeros(rows_count)
+    else:
+        out["attempts"] = fold.attempts
+        out["wasted_area"] = fold.wasted_area
     return out
 
 
-def killed_jobs(jobs: pd.DataFrame) -> int:
-    """Logical jobs (:func:`logical_jobs`) that had at least one attempt killed: resubmitted
+def killed_jobs(jobs: Table) -> int:
+    """Logical jobs (:func:`logical_columns`) that had at least one attempt killed: resubmitted
     (more than one attempt; an attempt is resubmitted only when killed) or killed for good."""
-    return int(((jobs["attempts"] > 1) | (jobs["final_state"] == "COMPLETED_KILLED")).sum())
+    attempts = column(jobs, "attempts")
+    return int(((attempts > 1) | (column(jobs, "final_state") == "COMPLETED_KILLED")).sum())
 
 
-def with_job_metrics(jobs: pd.DataFrame, tau: float = TAU) -> pd.DataFrame:
-    """The executed logical jobs of ``jobs`` with ``wait``, ``runtime`` and ``bsld`` added.
-
-    ``wait`` is the time from the original submission to the start of the final attempt, so a
-    killed job's lost time counts as waiting."""
-    done = jobs[jobs["final_state"] != "REJECTED"].copy(deep=False)  # a new table already
-    done["runtime"] = done["execution_time"]
-    done["wait"] = done["finish_time"] - done["submission_time"] - done["runtime"]
-    done["bsld"] = bounded_slowdown(done["wait"].to_numpy(), done["runtime"].to_numpy(), tau)
-    return done
+def job_waits(
+    submission: np.ndarray, finish: np.ndarray, runtime: np.ndarray, tau: float = TAU
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each executed logical job's wait (from its original submission to the start of its
+    final attempt, so a killed job's lost time counts as waiting) and bounded slowdown."""
+    wait = finish - submission - runtime
+    return wait, bounded_slowdown(wait, runtime, tau)
 
 
 def month_labels(
-    submission: pd.Series, unix_start_time: float | None, time_zone: str | None
-) -> pd.Series:
-    """Label each submission time with its month ("1996-09", or "m00" without a calendar)."""
+    submission: np.ndarray, unix_start_time: float | None, time_zone: str | None
+) -> np.ndarray:
+    """Label each submission time with its month ("1996-09", or "m00" without a calendar), as
+    pandas' ``strftime("%Y-%m")`` of the times in the zone: each month's first instant found
+    once (the zone's local midnight on the 1st), every time placed between them by a sorted
+    search. An unknown zone name leaves the months in UTC rather than failing the report. A
+    missing time has no month (None)."""
+    submission = np.asarray(submission, dtype=np.float64)
+    labels = np.empty(len(submission), dtype=object)
+    known = ~np.isnan(submission)
     if unix_start_time is None:
-        return (submission // MONTH).astype(int).map(lambda m: f"m{m:02d}")
-    stamps = pd.to_datetime(unix_start_time + submission, unit="s", utc=True)
-    if time_zone:
-        # an unknown zone name leaves the months in UTC rather than failing the report
-        with contextlib.suppress(KeyError, ValueError, TypeError):
-            stamps = stamps.dt.tz_convert(time_zone)
-    if stamps.isna().any() or not len(stamps):
-        return stamps.dt.strftime("%Y-%m")
-    # strftime's "%Y-%m", formatted once per month rather than once per job
-    code = stamps.dt.year.to_numpy() * 100 + stamps.dt.month.to_numpy()
-    months, which = np.unique(code, return_inverse=True)
-    labels = np.array([f"{m // 100}-{m % 100:02d}" for m in months.tolist()], dtype=object)
-    return pd.Series(labels[which.reshape(-1)], index=submission.index, name=stamps.name)
+        months = (submission[known] // MONTH).astype(int)
+        numbers, which = np.unique(months, return_inverse=True)
+        texts = np.array([f"m{m:02d}" for m in numbers.tolist()] + [""], dtype=object)[:-1]
+        labels[known] = texts[which.reshape(-1)]
+        return labels
+    zone = _zone(time_zone)
+    stamps = unix_start_time + submission[known]
+    if not len(stamps):
+        return labels
+    first = datetime.fromtimestamp(float(stamps.min()), zone)
+    last = datetime.fromtimestamp(float(stamps.max()), zone)
+    year, month = first.year, first.month
+    starts: list[float] = []  # each month's first instant, from the first time's month on
+    names: list[str] = []
+    while (year, month) <= (last.year, last.month):
+        starts.append(datetime(year, month, 1, tzinfo=zone).timestamp())
+        names.append(f"{year}-{month:02d}")
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    place = np.searchsorted(np.array(starts), stamps, side="right") - 1
+    texts = np.array([*names, ""], dtype=object)[:-1]
+    labels[known] = texts[np.maximum(place, 0)]
+    return labels
 
 
-def _round(value: float) -> float | None:
+def _zone(name: str | None) -> ZoneInfo:
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (KeyError, ValueError, TypeError, OSError):
+            pass
+    return ZoneInfo("UTC")
+
+
+def round_figure(value: float) -> float | None:
     """Six decimals, and ``None`` (JSON null) for an undefined value such as 0/0."""
     value = float(value)
     return float(round(value, 6)) if np.isfinite(value) else None
 
 
 def summarize(
-    jobs: pd.DataFrame,
+    jobs: Table,
     *,
     nb_machines: int,
     unix_start_time: float | None = None,
@@ -195,64 +393,79 @@ def summarize(
 ) -> dict[str, Any]:
     """The summary of a run: counts, bounded slowdown, waiting time, makespan, utilisation, and
     the same per month and per actual class. Values are rounded to 6 decimals so the JSON is
-    stable. ``jobs`` is a Batsim job table: attempts are folded into logical jobs here."""
-    attempts = jobs
-    jobs = logical_jobs(jobs)
-    done = with_job_metrics(jobs, tau)
-    success = done["final_state"] == "COMPLETED_SUCCESSFULLY"
-    first = float(jobs["submission_time"].min()) if len(jobs) else 0.0
-    makespan = float(done["finish_time"].max()) - first if len(done) else 0.0
-    ran = attempts[attempts["final_state"] != "REJECTED"]
-    area = float((ran["requested_number_of_resources"] * ran["execution_time"]).sum())
-    killed_rows = attempts["final_state"] == "COMPLETED_KILLED"
+    stable. ``jobs`` is a Batsim job table (its :data:`FIGURE_COLUMNS` at least): attempts are
+    folded into logical jobs here."""
+    state = column(jobs, "final_state")
+    res = column(jobs, "requested_number_of_resources")
+    execution = column(jobs, "execution_time").astype(np.float64)
+    logical = logical_columns(jobs)
+    logical_state = logical["final_state"]
+    executed = logical_state != "REJECTED"
+    submission = logical["submission_time"].astype(np.float64)
+    runtime = logical["execution_time"].astype(np.float64)[executed]
+    finish = logical["finish_time"].astype(np.float64)[executed]
+    wait, bsld = job_waits(submission[executed], finish, runtime, tau)
+    done = len(runtime)
+    success = int((logical_state[executed] == "COMPLETED_SUCCESSFULLY").sum())
+    count = len(logical_state)
+    first = _nan_min(submission) if count else 0.0
+    makespan = _nan_max(finish) - first if done else 0.0
+    ran = state != "REJECTED"
+    area = _nan_sum(res[ran] * execution[ran])
+    killed_rows = state == "COMPLETED_KILLED"
     killed = int(killed_rows.sum())
-    wasted = float(
-        (
-            attempts.loc[killed_rows, "requested_number_of_resources"]
-            * attempts.loc[killed_rows, "execution_time"]
-        ).sum()
-    )
+    wasted = _nan_sum(res[killed_rows] * execution[killed_rows])
     capacity = nb_machines * makespan
     summary: dict[str, Any] = {
-        "jobs": len(jobs),
-        "finished": int(success.sum()),
-        "killed_or_failed": int((~success).sum()),
-        "rejected": int((jobs["final_state"] == "REJECTED").sum()),
+        "jobs": count,
+        "finished": success,
+        "killed_or_failed": done - success,
+        "rejected": count - done,
         "kills": killed,
-        "killed_jobs": killed_jobs(jobs),
-        "wasted_area": _round(wasted),
-        "mean_bsld": _round(done["bsld"].mean()) if len(done) else 0.0,
-        "cumulative_bsld": _round(done["bsld"].sum()),
-        "mean_wait": _round(done["wait"].mean()) if len(done) else 0.0,
-        "max_wait": _round(done["wait"].max()) if len(done) else 0.0,
-        "makespan": _round(makespan),
-        "utilisation": _round(area / capacity) if makespan > 0 else 0.0,
+        "killed_jobs": killed_jobs(logical),
+        "wasted_area": round_figure(wasted),
+        "mean_bsld": round_figure(_nan_mean(bsld)) if done else 0.0,
+        "cumulative_bsld": round_figure(_nan_sum(bsld)),
+        "mean_wait": round_figure(_nan_mean(wait)) if done else 0.0,
+        "max_wait": round_figure(_nan_max(wait)) if done else 0.0,
+        "makespan": round_figure(makespan),
+        "utilisation": round_figure(area / capacity) if makespan > 0 else 0.0,
         # the cost side: the killed attempts' processor time, in core-hours and as a share of
         # the machine's capacity over the makespan, and the utilisation without it
-        "wasted_core_hours": _round(wasted / HOUR),
-        "wasted_share": _round(wasted / capacity) if makespan > 0 else 0.0,
-        "useful_utilisation": _round((area - wasted) / capacity) if makespan > 0 else 0.0,
+        "wasted_core_hours": round_figure(wasted / HOUR),
+        "wasted_share": round_figure(wasted / capacity) if makespan > 0 else 0.0,
+        "useful_utilisation": round_figure((area - wasted) / capacity) if makespan > 0 else 0.0,
     }
-    if len(done):
-        divider = float(done["runtime"].median())
-        small = done["runtime"] < divider
-        summary["divider"] = _round(divider)
-        summary["bsld_small"] = _round(done.loc[small, "bsld"].mean()) if small.any() else 0.0
-        summary["bsld_large"] = _round(done.loc[~small, "bsld"].mean()) if (~small).any() else 0.0
-        months = month_labels(done["submission_time"], unix_start_time, time_zone)
-        # each month's rows of the two columns averaged (the same values in the same order as
-        # the whole table's groups): a month's table of every column, text ones included, held
-        # a sixth of a large replay's memory
-        grouped = done[["bsld", "wait"]].groupby(months.to_numpy(), sort=True)
+    if done:
+        divider = float(np.nanmedian(runtime[~np.isnan(runtime)]))
+        small = runtime < divider
+        summary["divider"] = round_figure(divider)
+        summary["bsld_small"] = round_figure(_nan_mean(bsld[small])) if small.any() else 0.0
+        summary["bsld_large"] = round_figure(_nan_mean(bsld[~small])) if (~small).any() else 0.0
+        months = month_labels(submission[executed], unix_start_time, time_zone)
         summary["monthly"] = {
-            str(month): {
-                "jobs": len(group),
-                "mean_bsld": _round(group["bsld"].mean()),
-                "mean_wait": _round(group["wait"].mean()),
+            month: {
+                "jobs": len(rows),
+                "mean_bsld": round_figure(_nan_mean(bsld[rows])),
+                "mean_wait": round_figure(_nan_mean(wait[rows])),
             }
-            for month, group in grouped
+            for month, rows in _groups(months)
         }
     return summary
+
+
+def _groups(labels: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Each label's rows, in row order, labels sorted (pandas' ``groupby(sort=True)``); rows
+    without a label (None) in no group."""
+    named = np.flatnonzero(labels != None)  # noqa: E711 - elementwise, on objects
+    names = sorted(set(labels[named].tolist()))
+    if not names:
+        return []
+    number = {name: i for i, name in enumerate(names)}
+    codes = np.fromiter(map(number.__getitem__, labels[named].tolist()), np.int64, len(named))
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(1, len(names)))
+    return list(zip(names, np.split(named[order], bounds), strict=True))
 
 
 def prediction_quality(predicted: np.ndarray, actual: np.ndarray) -> dict[str, Any]:
@@ -269,68 +482,19 @@ def prediction_quality(predicted: np.ndarray, actual: np.ndarray) -> dict[str, A
     ratio = np.where((predicted == 0) & (actual == 0), 1.0, ratio)
     return {
         "jobs": len(actual),
-        "APA": _round(ratio.mean()),
-        "MAE": _round(np.abs(predicted - actual).mean()),
-        "UR": _round(under.mean()),
+        "APA": round_figure(ratio.mean()),
+        "MAE": round_figure(np.abs(predicted - actual).mean()),
+        "UR": round_figure(under.mean()),
     }
 
 
-def classification_quality(records: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Per week and overall: TS, FS, TL, FL, accuracy, precision, recall, false-small and
-    false-large rates (paper, Tables 5-6).
-
-    ``records`` has one row per finished job: ``week``, ``divider`` (of the model that classified
-    it), ``predicted_small`` and ``runtime``. A job is actually small if its runtime is below that
-    divider. Jobs classified with no divider yet (the first week) are left out: there is no class
-    to be right or wrong about. Rates with a zero denominator are NaN per week (the paper's
-    "undefined") and left out of nothing else.
-    """
-    scored = records[records["divider"].notna()].copy()
-    scored["actual_small"] = scored["runtime"] < scored["divider"]
-    p, a = scored["predicted_small"].astype(bool), scored["actual_small"]
-    scored["TS"] = p & a
-    scored["FS"] = p & ~a
-    scored["TL"] = ~p & ~a
-    scored["FL"] = ~p & a
-    weekly = scored.groupby("week")[["TS", "FS", "TL", "FL"]].sum().astype(int)
-
-    def rates(frame: pd.DataFrame) -> pd.DataFrame:
-        ts, fs, tl, fl = (frame[c].astype(float) for c in ("TS", "FS", "TL", "FL"))
-        out = frame.copy()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out["accuracy"] = (ts + tl) / (ts + tl + fs + fl)
-            out["precision"] = ts / (ts + fs)
-            out["recall"] = ts / (ts + fl)
-            out["false_large_rate"] = fl / (fl + tl)
-            out["false_small_rate"] = fs / (fs + ts)
-        return out
-
-    weekly = rates(weekly)
-    totals = rates(pd.DataFrame([scored[["TS", "FS", "TL", "FL"]].sum().astype(int)]))
-    overall = (
-        {
-            str(key): (int(value) if key in ("TS", "FS", "TL", "FL") else _round(value))
-            for key, value in totals.iloc[0].items()
-        }
-        if len(scored)
-        else {}
-    )
-    overall["jobs_scored"] = len(scored)
-    overall["jobs_unscored_first_week"] = int(len(records) - len(scored))
-    return weekly.reset_index(), overall
-
-
-def max_machines_in_use(jobs: pd.DataFrame) -> int:
+def max_machines_in_use(jobs: Table) -> int:
     """The largest number of machines used at once (a sweep over starts and finishes; at equal
     times, finishes first, as a machine freed at t can be used from t)."""
-    done = jobs[jobs["final_state"] != "REJECTED"]
-    times = np.concatenate([done["finish_time"].to_numpy(), done["starting_time"].to_numpy()])
-    deltas = np.concatenate(
-        [
-            -done["requested_number_of_resources"].to_numpy(),
-            done["requested_number_of_resources"].to_numpy(),
-        ]
-    )
-    kinds = np.concatenate([np.zeros(len(done)), np.ones(len(done))])
+    done = column(jobs, "final_state") != "REJECTED"
+    res = column(jobs, "requested_number_of_resources")[done]
+    times = np.concatenate([column(jobs, "finish_time")[done], column(jobs, "starting_time")[done]])
+    deltas = np.concatenate([-res, res])
+    kinds = np.concatenate([np.zeros(len(res)), np.ones(len(res))])
     order = np.lexsort((kinds, times))
-    return int(np.cumsum(deltas[order]).max()) if len(done) else 0
+    return int(np.cumsum(deltas[order]).max()) if len(res) else 0

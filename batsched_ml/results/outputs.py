@@ -8,9 +8,12 @@ Python API, which run replays) through :func:`write_replay`, ``serve`` through
 computed in one place (:mod:`batsched_ml.results.metrics`).
 
 Why from memory: the job table is formatted once (Batsim's ``%f`` text, :mod:`.sim.jobs_csv`),
-written, and read once (only the columns the figures need, :func:`read_figure_columns`) into the
-table every figure is computed from: the figures are those of the file a reader opens, and no
-table is read again for each figure.
+written, and its rows read once (only the columns the figures need,
+:func:`~batsched_ml.results.metrics.figure_columns`) into the table every figure is computed
+from: the figures are those of the file a reader opens, and no table is read again for each
+figure. Nothing here loads pandas: a replay's files and figures are numpy's and Python's
+(pandas and pyarrow took 0.3 s and 110 MiB of every replay); a classifying scheduler's tables
+are :mod:`batsched_ml.results.classified_files`' (pandas), loaded for such a run only.
 
 The writers put each file through :class:`Files`: a run folder (:class:`Folder`, each file
 written whole or not at all), or memory (:class:`Memory`, what the Python API returns, parsed
@@ -23,27 +26,27 @@ reruns of the same inputs.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
-import pandas as pd
 
-from batsched_ml.predict.features import FEATURE_NAMES
+from batsched_ml.registry import run_title
 from batsched_ml.results.measured import MeasuredPredictor
 from batsched_ml.results.metrics import (
-    FIGURE_COLUMNS,
-    classification_quality,
+    Table,
+    column,
+    figure_columns,
     prediction_quality,
-    read_jobs_csv,
     summarize,
+    text_column,
 )
 from batsched_ml.results.textfile import write_text as write_text
-from batsched_ml.scheduler.guard import GUARD_COLUMNS
 from batsched_ml.sim.jobs_csv import table_parts
 from batsched_ml.workload.io import dropped_jobs
 
@@ -127,10 +130,6 @@ class Files(Protocol):
         """Keep ``text`` (whole, or its parts in order) as the file ``name``."""
         ...
 
-    def figure_table(self) -> pd.DataFrame:
-        """The figure columns of the job table put as :data:`JOBS`, as a reader parses them."""
-        ...
-
 
 class Folder:
     """A run folder: each file written whole or not at all (:func:`write_text`)."""
@@ -142,9 +141,6 @@ class Folder:
     def put(self, name: str, text: str | Iterable[str]) -> None:
         write_text(self.path / name, text)
 
-    def figure_table(self) -> pd.DataFrame:
-        return read_figure_columns(self.path / JOBS)
-
 
 class Memory:
     """The files as texts in memory, by name (:attr:`texts`): what a folder would hold."""
@@ -155,24 +151,10 @@ class Memory:
     def put(self, name: str, text: str | Iterable[str]) -> None:
         self.texts[name] = text if isinstance(text, str) else "".join(text)
 
-    def figure_table(self) -> pd.DataFrame:
-        return read_jobs_csv(io.StringIO(self.texts[JOBS]), columns=FIGURE_COLUMNS, objects=True)
-
 
 def files_of(out: str | Path | Files) -> Files:
     """``out`` as :class:`Files`: a folder's path, or files already."""
     return Folder(out) if isinstance(out, (str, Path)) else out
-
-
-def read_figure_columns(path: Path) -> pd.DataFrame:
-    """The columns of the job table at ``path`` that the figures are computed from
-    (:data:`~batsched_ml.results.metrics.FIGURE_COLUMNS`), as
-    :func:`~batsched_ml.results.metrics.read_jobs_csv` reads them: the figures are those of the file
-    a reader opens. Parsing the other columns (the allocations' text above all) took a third of the
-    parse's time and memory; the file is read back from the system's cache rather than parsed from
-    the text in memory, which would need a second copy of it (a third of the run's peak memory on
-    HPC2N). Its text columns are Python strings (``objects``): the table is only computed from."""
-    return read_jobs_csv(path, columns=FIGURE_COLUMNS, objects=True)
 
 
 def write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:
@@ -185,7 +167,7 @@ def json_text(data: Any, *, indent: int | None = 2) -> str:
 
 
 def run_summary(
-    jobs: pd.DataFrame,
+    jobs: Table,
     workload: Mapping[str, Any],
     config: Mapping[str, Any],
     rejected: Iterable[str],
@@ -209,6 +191,47 @@ def run_summary(
     }
 
 
+def summary_table(summary: dict[str, Any]) -> str:
+    """The few figures a person reads first, one per line."""
+    config = summary.get("config", {})
+    rows = [
+        ("trace", str(summary.get("trace"))),
+        ("policy", run_title(config)),
+        (
+            "jobs",
+            f"{summary['jobs']:,} ({summary['finished']:,} finished, "
+            f"{summary['rejected']} rejected)",
+        ),
+        ("mean bounded slowdown", f"{summary['mean_bsld']:.2f}"),
+        ("mean wait", f"{summary['mean_wait']:.0f} s"),
+        ("max wait", f"{summary['max_wait']:.0f} s"),
+        ("makespan", f"{summary['makespan']:.0f} s"),
+        ("utilisation", f"{summary['utilisation']:.1%}"),
+    ]
+    if summary.get("batsim_version"):
+        rows.append(("batsim", str(summary["batsim_version"])))
+    if summary.get("prediction"):
+        quality = summary["prediction"]
+        rows.append(
+            (
+                "runtime prediction",
+                f"APA {quality['APA']:.3f}, MAE {quality['MAE']:,.0f} s, UR {quality['UR']:.3f}",
+            )
+        )
+    if "classification" in summary:
+        quality = summary["classification"]
+        rows += [
+            (
+                "classification",
+                f"accuracy {quality.get('accuracy') or 0:.1%}, precision "
+                f"{quality.get('precision') or 0:.1%}, recall {quality.get('recall') or 0:.1%}",
+            ),
+            ("killed and resubmitted", f"{summary['kills']:,}"),
+        ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
 def write_replay(
     result: Replayed, out_dir: str | Path | Files, *, run_id: str | None = None
 ) -> dict[str, Any]:
@@ -219,7 +242,7 @@ def write_replay(
     out = files_of(out_dir)
 
     out.put(JOBS, table_parts(result.rows))
-    jobs = out.figure_table()
+    jobs = figure_columns(result.rows)
     workload = result.workload
     scheduler: Any = result.scheduler  # classifying or not: read by what it has
     summary = {
@@ -270,7 +293,9 @@ def write_replay(
             seconds=predictor.seconds,
             timing=timing,
         )
-    if hasattr(scheduler, "records"):  # a classifying scheduler
+    if hasattr(scheduler, "records"):  # a classifying scheduler: its tables are pandas'
+        from batsched_ml.results.classified_files import write_classification
+
         summary["classification"] = write_classification(scheduler, out)
         summary["trainer_events"] = list(getattr(scheduler.trainer, "events", []))
         timing.update(training_seconds(scheduler))
@@ -283,7 +308,7 @@ def write_replay(
 def write_predictions(
     predictions: Mapping[str, float],
     name: str,
-    jobs: pd.DataFrame,
+    jobs: Table,
     out: str | Path | Files,
     *,
     seconds: float | None = None,
@@ -293,17 +318,22 @@ def write_predictions(
     actual runtime in the job table ``jobs``: ours in a replay, Batsim's after a served run),
     the time spent predicting per job (into ``timing``, or a ``timing.json`` of its own for a
     served run's collect) and the quality figures for ``summary.json``."""
-    jobs = jobs[jobs["final_state"] != "REJECTED"]
-    ids = _job_keys(jobs)
+    executed = np.asarray(column(jobs, "final_state") != "REJECTED", dtype=bool)
+    ids = _job_keys(column(jobs, "workload_name")[executed], column(jobs, "job_id")[executed])
     predicted = _mapped(ids, predictions)
-    table = pd.DataFrame(
-        {"job_id": ids, "predicted": predicted, "actual": jobs["execution_time"]}
-    ).dropna()
-    files_of(out).put(PREDICTIONS, table_csv_parts(table))
-    quality = prediction_quality(table["predicted"].to_numpy(), table["actual"].to_numpy())
+    actual = column(jobs, "execution_time")[executed].astype(np.float64)
+    known = ~np.isnan(actual)
+    if predicted.dtype.kind == "f":
+        known &= ~np.isnan(predicted)
+    if not known.all():  # a job with no prediction or no runtime: left out
+        ids = [key for key, keep in zip(ids, known.tolist(), strict=True) if keep]
+        predicted, actual = predicted[known], actual[known]
+    table = {"job_id": text_column(ids), "predicted": predicted, "actual": actual}
+    files_of(out).put(PREDICTIONS, csv_parts(table))
+    quality = prediction_quality(predicted, actual)
     quality["predictor"] = name
     # a measured duration varies from run to run: kept out of summary.json
-    per_job = round(1e6 * seconds / len(table), 3) if len(table) and seconds is not None else None
+    per_job = round(1e6 * seconds / len(ids), 3) if len(ids) and seconds is not None else None
     if timing is None:
         write_timing(out, {"predict_us_per_job": per_job})
     else:
@@ -311,45 +341,38 @@ def write_predictions(
     return quality
 
 
-def _job_keys(jobs: pd.DataFrame) -> pd.Series:
+def _job_keys(names: np.ndarray, numbers: np.ndarray) -> list[str]:
     """Each row's ``"<workload>!<job_id>"``, the key the predictors record their predictions
-    under: ``workload_name.astype(str) + "!" + job_id.astype(str)``, made as Python strings in
-    a column of objects when every name and id is a string (no cell missing), rather than
-    through pandas' text type and back (a third of RICC's ``predictions.csv``)."""
-    names = jobs["workload_name"].tolist()
-    numbers = jobs["job_id"].tolist()
-    if set(map(type, names)) | set(map(type, numbers)) <= {str}:
-        keys = [f"{name}!{number}" for name, number in zip(names, numbers, strict=True)]
-        return pd.Series(keys, index=jobs.index, dtype=object)
-    return jobs["workload_name"].astype(str) + "!" + jobs["job_id"].astype(str)
+    under."""
+    return [
+        f"{name}!{number}" for name, number in zip(names.tolist(), numbers.tolist(), strict=True)
+    ]
 
 
-def _mapped(ids: pd.Series, values: Mapping[str, float]) -> pd.Series:
-    """``ids.map(values)``, looked up here in a list comprehension rather than through the
-    Series pandas builds of the whole dict and its index (half a second for HPC2N), when
-    ``values`` is a dict of Python floats and ints (what the predictors give: the requested
-    time is the workload's integer). pandas makes the dict a Series, int64 if every value is
-    an int, else float64, and takes from it, a missing id giving NaN (and so float64): the
-    same here. Anything else (a bool, a numpy number, an int beyond int64) goes through pandas
-    itself."""
-    if type(values) is not dict:
-        return ids.map(values)
-    numbers = values.values()
-    kinds = set(map(type, numbers))  # (the types and bounds found at C speed, not per value)
-    if not kinds <= {float, int}:
-        return ids.map(values)
-    # a NaN among the values makes min or max NaN (then not in range: through pandas), else
-    # they are the ints' and floats' true bounds
-    if int in kinds and not (min(numbers) >= -(2**63) and max(numbers) < 2**63):
-        return ids.map(values)
-    looked_up = list(map(values.get, ids.tolist()))
-    column: np.ndarray
-    if kinds == {int} and None not in looked_up:
-        column = np.array(looked_up, dtype=np.int64)
-    else:
-        nan = float("nan")
-        column = np.array([nan if v is None else v for v in looked_up], dtype=np.float64)
-    return pd.Series(column, index=ids.index, name=ids.name)
+def _mapped(ids: list[str], values: Mapping[str, Any]) -> np.ndarray:
+    """Each id's value in ``values`` (the predictions: seconds, Python or numpy numbers), typed
+    as pandas' ``Series.map`` types them: int64 when every id has an integer within int64, else
+    float64, a missing id giving NaN. An integer beyond int64 is a float here (pandas would
+    keep Python objects); a value that is not a number (a bool among them) is a
+    :class:`TypeError`."""
+    looked_up = list(map(values.get, ids))
+    kinds = set(map(type, looked_up))
+    if not all(kind is type(None) or _is_number(kind) for kind in kinds):
+        odd = next(kind for kind in kinds if kind is not type(None) and not _is_number(kind))
+        raise TypeError(f"a prediction of type {odd.__name__}, not a number of seconds")
+    if type(None) not in kinds and all(issubclass(kind, (int, np.integer)) for kind in kinds):
+        integers = cast(list[int], looked_up)
+        if not integers or (min(integers) >= -(2**63) and max(integers) < 2**63):
+            return np.array(integers, dtype=np.int64)
+    nan = float("nan")
+    return np.array([nan if v is None else float(v) for v in looked_up], dtype=np.float64)
+
+
+def _is_number(kind: type) -> bool:
+    """Whether values of ``kind`` are numbers of seconds (not bools)."""
+    return issubclass(kind, (int, float, np.integer, np.floating)) and not issubclass(
+        kind, (bool, np.bool_)
+    )
 
 
 _NEEDS_QUOTING = re.compile(r'[,"\r\n]')
@@ -383,45 +406,52 @@ def _float_texts(values: Any) -> list[str]:
     return list(values.astype(str).tolist())
 
 
-def table_csv_parts(table: pd.DataFrame, *, rows_per_part: int = 50_000) -> Iterable[str]:
-    """``table.to_csv(index=False)``'s text, formatted ``rows_per_part`` rows at a time: the
-    text of each cell of a whole table at once was the largest step of a replay's memory
+def _quoted(cell: str) -> str:
+    """``cell`` as the csv module writes it in a row (pandas' ``to_csv``: minimal quoting)."""
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerow([cell, ""])
+    return text.getvalue()[:-2]  # the row less its empty last field and its end
+
+
+def csv_parts(table: Mapping[str, np.ndarray], *, rows_per_part: int = 50_000) -> Iterable[str]:
+    """The text pandas' ``to_csv(index=False)`` writes of a table of columns (numpy arrays of
+    floats, integers, booleans or Python strings), formatted ``rows_per_part`` rows at a time:
+    the text of each cell of a whole table at once was the largest step of a replay's memory
     (60 MiB for HPC2N's ``predictions.csv``)."""
+    rows = len(next(iter(table.values()))) if table else 0
     return (
-        _table_csv(table.iloc[start : start + rows_per_part], header=start == 0)
-        for start in range(0, max(len(table), 1), rows_per_part)
+        csv_text(
+            {name: values[start : start + rows_per_part] for name, values in table.items()},
+            header=start == 0,
+        )
+        for start in range(0, max(rows, 1), rows_per_part)
     )
 
 
-def _table_csv(table: pd.DataFrame, *, header: bool = True) -> str:
-    """``table.to_csv(index=False, header=header)``'s text, four times faster for the tables of
-    text, numeric and boolean columns (``predictions.csv``, ``classification.csv``): each
-    column formatted as pandas formats it, ``astype(str)`` of its numpy values (the shortest
-    repr of a float: ``553.0``, ``1e-05``; a missing float written as nothing; ``True`` and
-    ``False``). A text cell that would need quoting, or another column type, goes through
-    pandas itself."""
-    columns = [table[name] for name in table.columns]
+def csv_text(table: Mapping[str, np.ndarray], *, header: bool = True) -> str:
+    """``to_csv(index=False, header=header)``'s text of a table of columns, as pandas formats
+    each column: ``astype(str)`` of its numpy values (the shortest repr of a float: ``553.0``,
+    ``1e-05``; a missing float written as nothing; ``True`` and ``False``), text quoted only
+    where it must be. :class:`TypeError` for a column of any other kind (objects that are not
+    all strings, dates)."""
     cells: list[Any] = []
-    for column in columns:
-        values = column.to_numpy()
+    for values in table.values():
         if values.dtype.kind == "f":
             texts = _float_texts(values)
             missing = np.flatnonzero(np.isnan(values))
             for at in missing.tolist():  # pandas writes a missing value as nothing
                 texts[at] = ""
             cells.append(texts)
-        elif values.dtype.kind == "i":
-            cells.append(list(map(str, values.tolist())))  # astype(str) of integers
-        elif values.dtype.kind == "b":
-            cells.append(list(map(str, values.tolist())))  # True, False
-        elif values.dtype.kind == "O" and set(map(type, texts := values.tolist())) == {str}:
+        elif values.dtype.kind in "ib":
+            cells.append(list(map(str, values.tolist())))  # astype(str): 5, True, False
+        elif values.dtype.kind == "O" and set(map(type, texts := values.tolist())) <= {str}:
             # one search of the cells joined: it finds a character iff one of them holds it
             if _NEEDS_QUOTING.search("".join(texts)):
-                return str(table.to_csv(index=False, header=header))
+                texts = [_quoted(t) if _NEEDS_QUOTING.search(t) else t for t in texts]
             cells.append(texts)
         else:
-            return str(table.to_csv(index=False, header=header))
-    lines = [",".join(str(name) for name in table.columns)] if header else []
+            raise TypeError(f"a column of {values.dtype} is not written here")
+    lines = [",".join(_quoted(str(name)) for name in table)] if header else []
     lines.extend(map(",".join, zip(*cells, strict=True)))
     lines.append("")
     return "\n".join(lines)
@@ -439,52 +469,3 @@ def training_seconds(scheduler: Any) -> dict[str, Any]:
         "train_seconds": round(sum(w.train_seconds for w in scheduler.weeks), 3),
         "weekly_train_seconds": [[w.week, round(w.train_seconds, 3)] for w in scheduler.weeks],
     }
-
-
-def write_classification(scheduler: Any, out: str | Path | Files) -> dict[str, Any]:
-    """Write the per-job classification, the weekly quality and the weekly Gini importances of
-    a classifying scheduler; return the overall quality for ``summary.json``."""
-    columns = ("job_id", "week", "divider", "predicted_small", "runtime", "attempts")
-    # built column by column: a list of a dict per job made pandas infer every row (an empty
-    # table as before: columns of objects, not of floats)
-    records = pd.DataFrame(
-        {name: [getattr(r, name) for r in scheduler.records] for name in columns}
-        if scheduler.records
-        else [],
-        columns=list(columns),
-    )
-    files = files_of(out)
-    files.put(CLASSIFICATION, table_csv_parts(records))
-    weekly, overall = classification_quality(records)
-    weeks = pd.DataFrame(
-        [
-            {
-                "week": w.week,
-                "divider": w.divider,
-                "model": w.has_model,
-                "n_train": w.n_train,
-            }
-            for w in scheduler.weeks
-        ],
-        columns=["week", "divider", "model", "n_train"],  # a run stopped before its first week
-    )
-    weekly = weeks.merge(weekly, on="week", how="left")
-    guard = getattr(scheduler, "guard", None)
-    if guard is not None:  # classification-guarded: each week's decision and its quantities
-        decisions = pd.DataFrame(guard.table(), columns=["week", *GUARD_COLUMNS])
-        weekly = weekly.merge(decisions, on="week", how="left")
-    files.put(WEEKLY_QUALITY, weekly.to_csv(index=False, float_format="%.6f"))
-    importances = pd.DataFrame(
-        [[w.week, *w.importances] for w in scheduler.weeks if w.importances is not None],
-        columns=["week", *FEATURE_NAMES],
-    )
-    files.put(FEATURE_IMPORTANCE, importances.to_csv(index=False, float_format="%.6f"))
-    overall["kill_decisions"] = scheduler.kill_decisions
-    overall["weeks_with_model"] = int(sum(w.has_model for w in scheduler.weeks))
-    if guard is not None:
-        overall["guard_weeks_on"] = int(sum(d.on for d in guard.decisions))
-        overall["guard_demoted_jobs"] = guard.demoted
-        # every option the guard ran with, defaults included: a run's record says what it
-        # applied, and a changed default changes the record (and so the results pages' probes)
-        overall["guard_options"] = dict(vars(guard.options))
-    return overall

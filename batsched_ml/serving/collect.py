@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from batsched_ml.errors import UserError
 from batsched_ml.registry import run_title
-from batsched_ml.results.metrics import logical_jobs, read_jobs_csv
+from batsched_ml.results.frames import logical_jobs, read_jobs_csv
 from batsched_ml.results.outputs import (
     JOBS,
     PREDICTED,
@@ -29,6 +29,7 @@ from batsched_ml.results.outputs import (
     SCHEDULER_TABLES,
     SUMMARY,
     run_summary,
+    summary_table,
     write_json,
     write_predictions,
 )
@@ -378,47 +379,6 @@ def _number(text: str) -> int | float:
         return int(text)
     except ValueError:
         return float(text)
-
-
-def summary_table(summary: dict[str, Any]) -> str:
-    """The few figures a person reads first, one per line."""
-    config = summary.get("config", {})
-    rows = [
-        ("trace", str(summary.get("trace"))),
-        ("policy", run_title(config)),
-        (
-            "jobs",
-            f"{summary['jobs']:,} ({summary['finished']:,} finished, "
-            f"{summary['rejected']} rejected)",
-        ),
-        ("mean bounded slowdown", f"{summary['mean_bsld']:.2f}"),
-        ("mean wait", f"{summary['mean_wait']:.0f} s"),
-        ("max wait", f"{summary['max_wait']:.0f} s"),
-        ("makespan", f"{summary['makespan']:.0f} s"),
-        ("utilisation", f"{summary['utilisation']:.1%}"),
-    ]
-    if summary.get("batsim_version"):
-        rows.append(("batsim", str(summary["batsim_version"])))
-    if summary.get("prediction"):
-        quality = summary["prediction"]
-        rows.append(
-            (
-                "runtime prediction",
-                f"APA {quality['APA']:.3f}, MAE {quality['MAE']:,.0f} s, UR {quality['UR']:.3f}",
-            )
-        )
-    if "classification" in summary:
-        quality = summary["classification"]
-        rows += [
-            (
-                "classification",
-                f"accuracy {quality.get('accuracy') or 0:.1%}, precision "
-                f"{quality.get('precision') or 0:.1%}, recall {quality.get('recall') or 0:.1%}",
-            ),
-            ("killed and resubmitted", f"{summary['kills']:,}"),
-        ]
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
 def report_text(summary: dict[str, Any]) -> str:

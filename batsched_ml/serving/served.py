@@ -31,13 +31,13 @@ from batsched_ml.protocol.events import (
     RejectJob,
     SimulationBegins,
 )
+from batsched_ml.results.classified_files import write_classification
 from batsched_ml.results.measured import MeasuredPredictor
 from batsched_ml.results.outputs import (
     DECISIONS,
     PREDICTED,
     SERVE_STATUS,
     training_seconds,
-    write_classification,
     write_timing,
 )
 from batsched_ml.scheduler.classified import ClassifyingScheduler

@@ -25,9 +25,18 @@
  * multiplied or divided by an exact power of ten: one correctly rounded operation, which is
  * what Clinger's fast path, strtod and pandas' precise parser all compute. Fields are
  * separated by spaces and tabs (pandas' whitespace separator); any other byte makes the
- * field not a number. No locale is involved (strtod's decimal point would be). */
+ * field not a number. No locale is involved (strtod's decimal point would be).
+ *
+ * csv_fields(rows, texts, numbers) reads a table of comma-separated rows as the figures of a
+ * replay read its job table (batsched_ml.results.metrics.figure_columns, its reference, which
+ * splits each row on its commas): rows is a list of str, texts and numbers the places of the
+ * fields wanted as text and as numbers (at most 16 each, below 64). It returns (the text
+ * fields, a list of str per place; the numbers, float64 bytes place after place, NaN for an
+ * empty field), or None when a row has too few fields or a number field is not one this
+ * parser is sure of (see above): then the reference reads the whole table. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -242,17 +251,128 @@ fail:
     return NULL;
 }
 
+#define MAX_PLACES 16
+#define MAX_PLACE 64
+
+/* The places of a tuple of ints into places[]: their count, or -1 with an exception set. */
+static Py_ssize_t
+places_of(PyObject *tuple, Py_ssize_t *places, Py_ssize_t *last)
+{
+    Py_ssize_t count = PyTuple_GET_SIZE(tuple);
+    if (count > MAX_PLACES) {
+        PyErr_SetString(PyExc_ValueError, "too many places");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t place = PyLong_AsSsize_t(PyTuple_GET_ITEM(tuple, i));
+        if (place == -1 && PyErr_Occurred())
+            return -1;
+        if (place < 0 || place >= MAX_PLACE) {
+            PyErr_SetString(PyExc_ValueError, "a place out of range");
+            return -1;
+        }
+        places[i] = place;
+        if (place > *last)
+            *last = place;
+    }
+    return count;
+}
+
+static PyObject *
+csv_fields(PyObject *self, PyObject *args)
+{
+    PyObject *rows, *text_places, *number_places;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &rows, &PyTuple_Type, &text_places,
+                          &PyTuple_Type, &number_places))
+        return NULL;
+    Py_ssize_t texts[MAX_PLACES], numbers[MAX_PLACES], last = -1;
+    Py_ssize_t n_texts = places_of(text_places, texts, &last);
+    if (n_texts < 0)
+        return NULL;
+    Py_ssize_t n_numbers = places_of(number_places, numbers, &last);
+    if (n_numbers < 0)
+        return NULL;
+    int slot_of[MAX_PLACE]; /* a place's text slot (>= 0), number slot (< -1), or -1 */
+    for (Py_ssize_t i = 0; i < MAX_PLACE; i++)
+        slot_of[i] = -1;
+    for (Py_ssize_t i = 0; i < n_texts; i++)
+        slot_of[texts[i]] = (int)i;
+    for (Py_ssize_t i = 0; i < n_numbers; i++)
+        slot_of[numbers[i]] = -2 - (int)i;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    if (n_numbers && n > PY_SSIZE_T_MAX / n_numbers / (Py_ssize_t)sizeof(double))
+        return PyErr_NoMemory();
+    PyObject *lists = PyTuple_New(n_texts);
+    PyObject *values = PyBytes_FromStringAndSize(NULL, n * n_numbers * (Py_ssize_t)sizeof(double));
+    if (lists == NULL || values == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n_texts; i++) {
+        PyObject *list = PyList_New(n);
+        if (list == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(lists, i, list);
+    }
+    double *value = (double *)PyBytes_AS_STRING(values);
+    for (Py_ssize_t row = 0; row < n; row++) {
+        PyObject *text = PyList_GET_ITEM(rows, row);
+        if (!PyUnicode_Check(text))
+            goto not_sure;
+        Py_ssize_t size;
+        const char *at = PyUnicode_AsUTF8AndSize(text, &size);
+        if (at == NULL) {
+            PyErr_Clear(); /* (a lone surrogate): the reference's */
+            goto not_sure;
+        }
+        const char *end = at + size;
+        for (Py_ssize_t place = 0; place <= last; place++) {
+            const char *stop = memchr(at, ',', (size_t)(end - at));
+            if (stop == NULL) {
+                if (place < last)
+                    goto not_sure; /* too few fields */
+                stop = end;
+            }
+            int slot = slot_of[place];
+            if (slot >= 0) {
+                PyObject *field = PyUnicode_DecodeUTF8(at, stop - at, NULL);
+                if (field == NULL)
+                    goto fail;
+                PyList_SET_ITEM(PyTuple_GET_ITEM(lists, slot), row, field);
+            }
+            else if (slot < -1) {
+                double *out = &value[(Py_ssize_t)(-2 - slot) * n + row];
+                if (stop == at)
+                    *out = NAN;
+                else if (!number(at, stop, out))
+                    goto not_sure;
+            }
+            at = stop + 1;
+        }
+    }
+    return Py_BuildValue("NN", lists, values);
+not_sure:
+    Py_DECREF(lists); /* (its lists' unset items are NULL: freed as such) */
+    Py_DECREF(values);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(lists);
+    Py_XDECREF(values);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"parse", parse, METH_VARARGS,
      "parse(data, fields): the float64 values of the lines as bytes, or None (see the module)"},
     {"read", read_file, METH_VARARGS,
      "read(text, fields): (values, line numbers, comment lines) of a file, or None (see the "
      "module)"},
+    {"csv_fields", csv_fields, METH_VARARGS,
+     "csv_fields(rows, texts, numbers): (text lists, float64 bytes) of a table's rows, or None "
+     "(see the module)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_cswf", "SWF job lines' numbers, parsed in one pass.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_cswf", "SWF job lines' numbers, and a table's fields, parsed in one pass.", -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -141,14 +141,14 @@ def _numbers(values: np.ndarray) -> list[int | float]:
 def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> BatsimWorkload:
     """Apply the cleaning rules to ``trace`` and build the Batsim workload."""
     jobs = trace.jobs
-    report = CleaningReport(input_jobs=len(jobs), skipped_lines=len(trace.skipped_lines))
+    report = CleaningReport(input_jobs=len(trace), skipped_lines=len(trace.skipped_lines))
     size = machine_size or trace.header.machine_size
     # a fractional processor count (malformed, but it parses) needs the next whole machine
     processors = np.ceil(
         np.where(
-            jobs["requested_processors"].to_numpy() > 0,
-            jobs["requested_processors"].to_numpy(),
-            jobs["allocated_processors"].to_numpy(),
+            jobs["requested_processors"] > 0,
+            jobs["requested_processors"],
+            jobs["allocated_processors"],
         )
     )
     if size is None:
@@ -166,10 +166,10 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
             "is the trace right?",
         )
 
-    run_time = jobs["run_time"].to_numpy()
-    keep = np.ones(len(jobs), dtype=bool)
+    run_time = jobs["run_time"]
+    keep = np.ones(len(trace), dtype=bool)
     masks = {
-        "duplicate_job_number": jobs["job_number"].duplicated(keep="first").to_numpy(),
+        "duplicate_job_number": _repeated(jobs["job_number"]),
         "nonpositive_run_time": run_time <= 0,
         "nonpositive_processors": processors <= 0,
         "too_many_processors": processors > size,
@@ -182,7 +182,7 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
     # the kept rows, in submission order, as indices into the trace's columns: the columns are
     # taken one at a time below (copies of the whole table were the load's peak memory)
     rows = np.flatnonzero(keep)
-    submit = jobs["submit_time"].to_numpy()[rows]
+    submit = jobs["submit_time"][rows]
     order = np.argsort(submit, kind="stable")
     if len(submit) > 1:  # jobs submitted before some job that precedes them in the file
         late = submit[1:] < np.maximum.accumulate(submit)[:-1]
@@ -191,7 +191,7 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
 
     def kept(name: str) -> np.ndarray:
         """The kept jobs' values of column ``name``, in submission order."""
-        return np.asarray(jobs[name].to_numpy()[rows])
+        return np.asarray(jobs[name][rows])
 
     requested = kept("requested_time").astype(np.float64)
     known = requested > 0
@@ -300,6 +300,13 @@ def convert_trace(trace: SwfTrace, *, machine_size: int | None = None) -> Batsim
 
 
 _OTHER_KEYS = tuple(key for key in KEPT_FIELDS if key != "swf_job")
+
+
+def _repeated(values: np.ndarray) -> np.ndarray:
+    """Whether each value was seen in an earlier row (its first row is kept)."""
+    repeated = np.ones(len(values), dtype=bool)
+    repeated[np.unique(values, return_index=True)[1]] = False
+    return repeated
 
 
 def _workload(

@@ -2,7 +2,7 @@
 
 An SWF file is a header of ``; Key: value`` comment lines followed by one line per job with 18
 whitespace-separated numeric fields (-1 meaning "unknown"). The reader is vectorised: a C parser
-(or pandas', its reference) converts the numbers and, in doing so, shows that every line has 18
+(or numpy's, its reference) converts the numbers and, in doing so, shows that every line has 18
 (see :func:`_parse_numbers`); only when that fails does it look line by line for the culprit (the
 field count of every line, then each field), so the error can name the file and the line. The
 usual file (ASCII, every job line read) is split into lines and read by the C parser in one pass
@@ -12,19 +12,17 @@ usual file (ASCII, every job line read) is split into lines and read by the C pa
 from __future__ import annotations
 
 import gzip
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from batsched_ml.compiled import compiled_module
 from batsched_ml.errors import UserError
 
-#: The 18 SWF fields, in file order, with the names used as DataFrame columns.
+#: The 18 SWF fields, in file order, with the names of the trace's columns (:attr:`SwfTrace.jobs`).
 SWF_FIELDS: tuple[str, ...] = (
     "job_number",
     "submit_time",
@@ -62,13 +60,13 @@ INTEGER_FIELDS: frozenset[str] = frozenset(
     }
 )
 
-#: The compiled parser (``_cswf.c``): what it reads, it reads as pandas' parser below, its
+#: The compiled parser (``_cswf.c``): what it reads, it reads as numpy's parser below, its
 #: reference, does, and it splits a file into lines as :func:`_read_lines` does
 #: (``tests/test_swf.py`` compares them); what it is not sure of goes there.
 _CSWF = "batsched_ml.workload._cswf"
 
 
-def _compiled_parser() -> Any:
+def compiled_parser() -> Any:
     """The compiled parser, where it was built from the source beside it, else ``None``."""
     return compiled_module(_CSWF, Path(__file__).with_name("_cswf.c"))
 
@@ -139,17 +137,18 @@ class SwfHeader:
 
 @dataclass
 class SwfTrace:
-    """A parsed SWF file: its header, one row per job (columns :data:`SWF_FIELDS`), and
-    ``line_numbers[i]``, the 1-based file line of row ``i`` (for error messages downstream)."""
+    """A parsed SWF file: its header, its jobs by column (:data:`SWF_FIELDS`, each a numpy
+    array with a value per job; ``pandas.DataFrame(trace.jobs)`` makes them a table), and
+    ``line_numbers[i]``, the 1-based file line of job ``i`` (for error messages downstream)."""
 
     path: str
     header: SwfHeader
-    jobs: pd.DataFrame
+    jobs: dict[str, np.ndarray]
     line_numbers: np.ndarray
     skipped_lines: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return len(self.jobs)
+        return len(self.line_numbers)
 
     @property
     def name(self) -> str:
@@ -237,14 +236,14 @@ def read_swf(path: str | Path, *, lenient: bool = False) -> SwfTrace:
     """
     path = Path(path)
     raw = _read_bytes(path)
-    parser = _compiled_parser()
+    parser = compiled_parser()
     read = None if parser is None else parser.read(raw, len(SWF_FIELDS))
     if read is not None:  # the compiled reader split and read every line as the steps below
         values, numbers, comments = read
         return SwfTrace(
             path=str(path),
             header=_parse_header(comments),
-            jobs=_frame(np.frombuffer(values, dtype=np.float64).reshape(-1, len(SWF_FIELDS))),
+            jobs=_columns(np.frombuffer(values, dtype=np.float64).reshape(-1, len(SWF_FIELDS))),
             line_numbers=np.frombuffer(numbers, dtype=np.int64).copy(),
         )
     return _read_lines(path, _decoded(raw), lenient=lenient)
@@ -270,14 +269,14 @@ def _read_lines(path: Path, text: str, *, lenient: bool) -> SwfTrace:
 
     skipped: dict[int, str] = {}
     try:  # the usual file: every line 18 finite numbers, known from the parse itself
-        frame = _parse_numbers(data_lines)
+        columns = _parse_numbers(data_lines)
     except ValueError:  # a malformed line: found below, the first one named
         pass
     else:
         return SwfTrace(
             path=str(path),
             header=_parse_header(header_lines),
-            jobs=frame,
+            jobs=columns,
             line_numbers=np.asarray(data_numbers, dtype=np.int64),
         )
     n_fields = len(SWF_FIELDS)
@@ -301,11 +300,11 @@ def _read_lines(path: Path, text: str, *, lenient: bool) -> SwfTrace:
 
     while True:
         try:
-            frame = _parse_numbers(data_lines)
+            columns = _parse_numbers(data_lines)
             break
         except ValueError:
             found = _bad_token_line(data_lines)
-            if found is None:  # pragma: no cover - pandas failed for a reason we cannot see
+            if found is None:  # pragma: no cover - numpy failed for a reason we cannot see
                 raise SwfError(str(path), None, "could not parse the job lines") from None
             index, token = found
             reason = f"field {token!r} is not a finite number"
@@ -318,61 +317,50 @@ def _read_lines(path: Path, text: str, *, lenient: bool) -> SwfTrace:
     return SwfTrace(
         path=str(path),
         header=_parse_header(header_lines),
-        jobs=frame,
+        jobs=columns,
         line_numbers=np.asarray(data_numbers, dtype=np.int64),
         skipped_lines=dict(sorted(skipped.items())),
     )
 
 
-def _parse_numbers(data_lines: list[str]) -> pd.DataFrame:
+def _parse_numbers(data_lines: list[str]) -> dict[str, np.ndarray]:
     """The job lines' 18 numbers each, in :data:`SWF_FIELDS`' columns; :class:`ValueError` if
     a line is not 18 finite numbers.
 
-    The compiled parser (``_cswf.c``) reads the usual file in one pass, a few times faster than
-    pandas; a line it is not sure of (another field count, a number of more than 15 digits, any
-    other text) leaves the whole parse to pandas' C parser, its reference. With pandas, every
-    line's field count is known from the parse, without splitting each line first (a
-    pass over every line, about 0.1 s of full HPC2N's load): a line of fewer fields leaves a
-    NaN; a line of more fails the parse, or, if the first line has more, pandas takes the extra
-    leading fields for the rows' index, which is then not ``0, 1, ...``."""
+    The compiled parser (``_cswf.c``) reads the usual file in one pass, a few times faster;
+    a line it is not sure of (another field count, a number of more than 15 digits, any other
+    text) leaves the whole parse to numpy's parser (``numpy.loadtxt``), its reference: each
+    number correctly rounded, a line of another field count a :class:`ValueError`."""
     if not data_lines:
-        return _frame(np.empty((0, len(SWF_FIELDS))))
+        return _columns(np.empty((0, len(SWF_FIELDS))))
     # as bytes: a StringIO holds four bytes a character (the load's peak memory)
     data = "\n".join(data_lines).encode()
-    parser = _compiled_parser()
+    parser = compiled_parser()
     parsed = None if parser is None else parser.parse(data, len(SWF_FIELDS))
-    if parsed is not None:  # the compiled parser read every field as pandas would
+    if parsed is not None:  # the compiled parser read every field as numpy would
         values = np.frombuffer(parsed, dtype=np.float64).reshape(len(data_lines), -1)
-        return _frame(values)
-    frame = pd.read_csv(
-        io.BytesIO(data),
-        sep=r"\s+",
-        header=None,
-        names=list(SWF_FIELDS),
-        dtype="float64",
-        engine="c",
-    )
-    if not (
-        isinstance(frame.index, pd.RangeIndex)
-        and frame.index.equals(pd.RangeIndex(len(data_lines)))
-    ):
-        raise ValueError("a line of more than 18 fields")
-    return _frame(frame.to_numpy())
+        return _columns(values)
+    values = np.loadtxt(data_lines, dtype=np.float64, ndmin=2, comments=None)
+    if values.shape != (len(data_lines), len(SWF_FIELDS)):
+        raise ValueError("a line of another number of fields")
+    return _columns(values)
 
 
-def _frame(values: np.ndarray) -> pd.DataFrame:
-    """The jobs' table of the parsed ``values`` (a row per job line, a column per field):
+def _columns(values: np.ndarray) -> dict[str, np.ndarray]:
+    """The jobs' columns of the parsed ``values`` (a row per job line, a column per field):
     :class:`ValueError` if one is missing or not finite; the integer fields as int64 where
     they are whole numbers within int64 (a file of no job: every column float64)."""
     if not len(values):
-        return pd.DataFrame({name: pd.Series(dtype="float64") for name in SWF_FIELDS})
+        return {name: np.empty(0, dtype=np.float64) for name in SWF_FIELDS}
     if not np.isfinite(values).all():
         raise ValueError("a missing or non-finite value")
-    frame = pd.DataFrame({name: values[:, i].copy() for i, name in enumerate(SWF_FIELDS)})
-    for name in INTEGER_FIELDS:
-        column = frame[name].to_numpy()
-        # whole numbers within int64 (beyond, the cast would wrap round: kept as floats)
-        whole = np.array_equal(column, np.floor(column))
-        if whole and bool(((column >= -(2.0**63)) & (column < 2.0**63)).all()):
-            frame[name] = column.astype(np.int64)
-    return frame
+    by_field = np.ascontiguousarray(values.T)  # one copy: each field's values side by side
+    columns: dict[str, np.ndarray] = {}
+    for name, column in zip(SWF_FIELDS, by_field, strict=True):
+        if name in INTEGER_FIELDS:
+            # whole numbers within int64 (beyond, the cast would wrap round: kept as floats)
+            whole = np.array_equal(column, np.floor(column))
+            if whole and bool(((column >= -(2.0**63)) & (column < 2.0**63)).all()):
+                column = column.astype(np.int64)
+        columns[name] = column
+    return columns
