@@ -49,7 +49,9 @@ def main() -> None:
     parser.add_argument("--traces", nargs="+", default=list(TRACES))
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print("| trace | jobs | read, compiled parser | read, numpy (reference) | ratio | same jobs | convert |")
+    print(
+        "| trace | jobs | read, compiled parser | read, numpy (reference) | ratio | same jobs | convert |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in args.traces:
         path = trace_named(name)
