@@ -160,37 +160,37 @@ def column(table: Table, name: str) -> np.ndarray:
     return np.asarray(table[name])
 
 
+def _known(values: np.ndarray) -> np.ndarray:
+    """The values that are not NaN, as float64."""
+    values = np.asarray(values, dtype=np.float64)
+    return values[~np.isnan(values)]
+
+
 def _nan_min(values: np.ndarray) -> float:
     """The least value, NaN left out (pandas' ``min``); NaN when none is left."""
-    values = np.asarray(values, dtype=np.float64)
-    kept = values[~np.isnan(values)]
+    kept = _known(values)
     return float(kept.min()) if len(kept) else float("nan")
 
 
 def _nan_max(values: np.ndarray) -> float:
     """The greatest value, NaN left out (pandas' ``max``); NaN when none is left."""
-    values = np.asarray(values, dtype=np.float64)
-    kept = values[~np.isnan(values)]
+    kept = _known(values)
     return float(kept.max()) if len(kept) else float("nan")
 
 
 def _nan_sum(values: np.ndarray) -> float:
-    """The sum, NaN counted as 0 (pandas' ``sum``): numpy's pairwise sum of the values."""
+    """The sum, NaN counted as 0 in its place (pandas' ``sum``): numpy's pairwise sum, whose
+    pairs depend on the places."""
     values = np.asarray(values, dtype=np.float64)
     missing = np.isnan(values)
-    return float(np.where(missing, 0.0, values).sum() if missing.any() else values.sum())
+    return float((np.where(missing, 0.0, values) if missing.any() else values).sum())
 
 
 def _nan_mean(values: np.ndarray) -> float:
-    """The mean of the values that are not NaN (pandas' ``mean``): their pairwise sum over
-    their count; NaN when none is."""
-    values = np.asarray(values, dtype=np.float64)
-    missing = np.isnan(values)
-    count = len(values) - int(missing.sum())
-    if not count:
-        return float("nan")
-    total = np.where(missing, 0.0, values).sum() if missing.any() else values.sum()
-    return float(total / count)
+    """The mean of the values that are not NaN (pandas' ``mean``): :func:`_nan_sum` over their
+    count; NaN when none is."""
+    count = len(_known(values))
+    return _nan_sum(values) / count if count else float("nan")
 
 
 RESUBMIT_SUFFIX = "_resub"
@@ -256,7 +256,6 @@ def fold_attempts(table: Table) -> Folding | None:
     named_by = np.where(named_by >= 0, named_by, final_rows)
     submitted_by = original_of[final_codes]
     submitted_by = np.where(submitted_by >= 0, submitted_by, first_of[final_codes])
-    # each group's waste summed in row order (pandas' groupby sum: Kahan's, as here)
     wasted = _group_sums(waste, codes, groups)
     return Folding(
         final=final_rows,
@@ -268,25 +267,13 @@ def fold_attempts(table: Table) -> Folding | None:
 
 
 def _group_sums(values: np.ndarray, codes: np.ndarray, groups: int) -> np.ndarray:
-    """Each group's sum of ``values``, row by row with Kahan's compensation, as pandas'
-    ``groupby(codes).sum()`` of a float column (``group_sum``), so the wasted areas are the
-    numbers pandas gave. Only the groups with a non-zero value are summed: a group of zeros
-    sums to 0 with no compensation."""
+    """Each group's sum of ``values``, added in row order (``numpy.add.at``), a missing value
+    left out. (pandas' ``groupby().sum()``, which this replaced, adds a group's values in row
+    order when the groups' rows follow each other, and with Kahan's compensation when they do
+    not: the same sums but in the last bits of some.)"""
     sums = np.zeros(groups)
-    busy = np.zeros(groups, dtype=bool)
-    busy[codes[values != 0]] = True
-    rows = np.flatnonzero(busy[codes])
-    total = [0.0] * groups
-    compensation = [0.0] * groups
-    for group, value in zip(codes[rows].tolist(), values[rows].tolist(), strict=True):
-        if value != value:  # a missing value: left out, as pandas leaves it
-            continue
-        y = value - compensation[group]
-        t = total[group] + y
-        c = t - total[group] - y
-        compensation[group] = 0.0 if c != c else c  # an infinite value: no NaN compensation
-        total[group] = t
-    sums[:] = total
+    known = ~np.isnan(values)
+    np.add.at(sums, codes[known], values[known])
     return sums
 
 
