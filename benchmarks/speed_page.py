@@ -122,8 +122,7 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   `easy.py` the group runs from its source, with a warning, until the next `pip install -e .`.
   Against its source (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the
   replay takes about 1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs), with
-  the same job table. The EASY pass is typed on the scheduler's own `WaitingJob`, so that
-  compiled it reads each job's machines and estimate as native fields.
+  the same job table.
 - **A classified run also waits for its side trainer**: a week's forest is trained on the jobs
   finished before the week starts, and the week's first job needs it
   (`benchmarks/trainer_wait.py`; the split above gives the trainer's weeks). Around the
@@ -137,12 +136,14 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   `batsched-ml` freezes them once every file is closed (`cli.program`): with the trainer's
   importances summed in one pass, 0.95 times the time on full HPC2N and 0.91 on KTH-SP2
   (classification-idempotent, same files; `benchmarks/exit_time.py`: the exit alone).
-- **A campaign's worker reads each trace once.** The paper campaign replays each trace twenty
-  times. A worker keeps its last two traces' workloads as pickles (16 MB for full HPC2N) and
-  gives each run its own copy (0.25 s, against 0.7 s to read and convert full HPC2N): a run's
-  files are those of `batsched-ml replay` (`tests/test_campaign.py`). With the points above,
-  the paper campaign took 0.95 times the time of the code without them (558.8 against 590.8 s,
-  one run each, interleaved).
+- **A campaign's worker reads each trace once**, and keeps its last two traces' workloads as
+  pickles (16 MB for full HPC2N): each run gets its own copy (0.25 s, against 0.7 s to read and
+  convert full HPC2N), and its files are those of `batsched-ml replay` (`tests/test_campaign.py`).
+- **A replay does not load pandas** (with pyarrow, 0.3 s and 85 MiB of every command): the
+  figures are numpy's (`batsched_ml/results/metrics.py`; `tests/test_metrics.py` compares them
+  with pandas' to the last bit), the job table's figure columns are read from its rows by a
+  compiled reader (`_cswf.c`). `speed_table.py --compare`, same files: KTH-SP2 under FCFS 0.70
+  times the time (80 against 165 MiB), full HPC2N under FCFS 0.93 and WFP 0.91.
 
 ## The other benchmarks
 

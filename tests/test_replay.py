@@ -221,6 +221,8 @@ def test_float_texts_and_lookups_are_pandas_own() -> None:
         {"w0!1": float("nan"), "w0!2": 3, "w0!3": 5},
         {f"w0!{i}": np.float64(i) for i in range(1000)},  # numpy numbers
         {f"w0!{i}": np.int64(7 * i) for i in range(1000)},
+        {**{f"w0!{i}": i for i in range(1000)}, "w9!1": 0.5},  # a float on no id: floats
+        {**{f"w0!{i}": i for i in range(1000)}, "w9!1": float("nan")},
         {"w0!3": 7},
         {},
     ):

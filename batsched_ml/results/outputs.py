@@ -351,19 +351,20 @@ def _job_keys(names: np.ndarray, numbers: np.ndarray) -> list[str]:
 
 def _mapped(ids: list[str], values: Mapping[str, Any]) -> np.ndarray:
     """Each id's value in ``values`` (the predictions: seconds, Python or numpy numbers), typed
-    as pandas' ``Series.map`` types them: int64 when every id has an integer within int64, else
-    float64, a missing id giving NaN. An integer beyond int64 is a float here (pandas would
-    keep Python objects); a value that is not a number (a bool among them) is a
-    :class:`TypeError`."""
+    as pandas' ``Series.map`` types them: int64 when every value of ``values`` is an integer
+    within int64 and every id has one, else float64, a missing id giving NaN. An integer beyond
+    int64 makes floats here (pandas would keep Python objects); a value that is not a number
+    (a bool among them) is a :class:`TypeError`."""
+    given = list(values.values())
+    kinds = set(map(type, given))
+    odd = [kind for kind in kinds if not _is_number(kind)]
+    if odd:
+        raise TypeError(f"a prediction of type {odd[0].__name__}, not a number of seconds")
     looked_up = list(map(values.get, ids))
-    kinds = set(map(type, looked_up))
-    if not all(kind is type(None) or _is_number(kind) for kind in kinds):
-        odd = next(kind for kind in kinds if kind is not type(None) and not _is_number(kind))
-        raise TypeError(f"a prediction of type {odd.__name__}, not a number of seconds")
-    if type(None) not in kinds and all(issubclass(kind, (int, np.integer)) for kind in kinds):
-        integers = cast(list[int], looked_up)
-        if not integers or (min(integers) >= -(2**63) and max(integers) < 2**63):
-            return np.array(integers, dtype=np.int64)
+    if kinds and all(issubclass(kind, (int, np.integer)) for kind in kinds):
+        integers = cast(list[int], given)
+        if None not in looked_up and min(integers) >= -(2**63) and max(integers) < 2**63:
+            return np.array(looked_up, dtype=np.int64)
     nan = float("nan")
     return np.array([nan if v is None else float(v) for v in looked_up], dtype=np.float64)
 
