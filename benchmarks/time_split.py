@@ -1,16 +1,17 @@
 """Where a whole ``replay`` command's time goes: the command run as users run it
 (``batsched-ml replay TRACE --policy P``, a new process each time), its wall time split into
-the imports (numpy, pandas with pyarrow, and the package itself, timed apart), loading the trace (read and
-cleaned), the replay (the simulator and the scheduler), writing the run's files (with the
-figures computed from them), and the rest (the interpreter's start and exit, the command line,
-the run folder's record), median of ``--repeat`` for each part. With ``--python`` each trace is
+the imports (numpy, pandas with pyarrow where the command loads it, and the package itself,
+timed apart), loading the trace (read and cleaned), the replay (the simulator and the
+scheduler), writing the run's files (with the figures computed from them), and the rest (the
+interpreter's start and exit, the command line, the run folder's record), median of ``--repeat`` for each part. With ``--python`` each trace is
 also measured with ``BATSCHED_ML_KERNEL=python`` (no compiled part: what an install without a C
 compiler runs), interleaved; with ``--variant`` a classified replay is split, its replay's part
 including its wait for the side trainer, whose weeks of training (``timing.json``'s
 ``train_seconds``) are given apart.
 
-The command runs after a prelude that imports numpy, then pandas, then the package's modules
-that ``replay`` imports, timing each step, and that wraps the run pipeline's three steps
+The command runs after a prelude that imports numpy, then pandas (only where ``replay``'s
+modules import it: a base replay does not), then the package's modules that ``replay``
+imports, timing each step, and that wraps the run pipeline's three steps
 (:mod:`batsched_ml.runs.pipeline`'s ``load``, ``run_replay`` and ``write_replay``) with a
 clock. Nothing else changes: the files are those of the command alone (``--check`` compares
 them with a plain run's).
@@ -195,9 +196,10 @@ def render(rows: list[dict[str, Any]]) -> str:
         replay = cell(row["replay"])
         if row.get("train"):
             replay += f", of which the trainer's weeks {row['train']:.2f}"
+        pandas = f"pandas {row['pandas']:.2f}, " if row.get("imports_pandas", True) else ""
         lines.append(
             f"| {what} | {whole:.2f} s | {cell(imports)}: "
-            f"pandas {row['pandas']:.2f}, numpy {row['numpy']:.2f}, the package "
+            f"{pandas}numpy {row['numpy']:.2f}, the package "
             f"{row['package']:.2f} | {cell(row['load'])} | {replay} | "
             f"{cell(row['files'])} | {cell(row['rest'])} |"
         )

@@ -51,6 +51,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 # the formula and its bound, written below the scheduler's guard that decides with them
+from batsched_ml.gc_control import collector_paused
 from batsched_ml.slowdown import TAU as TAU
 from batsched_ml.slowdown import bounded_slowdown as bounded_slowdown
 from batsched_ml.workload.swf import compiled_parser
@@ -125,12 +126,16 @@ def figure_columns(rows: list[str], *, part: int = 50_000) -> dict[str, np.ndarr
         return {name: out[name] for name in FIGURE_COLUMNS}
     text_cells: dict[str, list[str]] = {name: [] for name in texts}
     number_parts: dict[str, list[np.ndarray]] = {name: [] for name in numbers}
-    for start in range(0, len(rows), part):
-        fields = [row.split(",", 11) for row in rows[start : start + part]]
-        for name, cells in text_cells.items():
-            cells.extend(map(itemgetter(_PLACES[name]), fields))
-        for name, parts in number_parts.items():
-            parts.append(_floats(list(map(itemgetter(_PLACES[name]), fields))))
+    # a list per row, alive until its part is read: the collector's passes they set off went
+    # over all the run's objects (full HPC2N without compiled parts: 0.94 times the whole
+    # command's time, median of 3 interleaved)
+    with collector_paused():
+        for start in range(0, len(rows), part):
+            fields = [row.split(",", 11) for row in rows[start : start + part]]
+            for name, cells in text_cells.items():
+                cells.extend(map(itemgetter(_PLACES[name]), fields))
+            for name, parts in number_parts.items():
+                parts.append(_floats(list(map(itemgetter(_PLACES[name]), fields))))
     for name in FIGURE_COLUMNS:
         if name in text_cells:
             out[name] = text_column(text_cells[name])
