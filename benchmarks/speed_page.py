@@ -64,13 +64,13 @@ the run's record):
 
 {split}
 
-**Without a C compiler** only the replay differs: the Python simulator, the scheduler from its
-source, and a classified replay's forests walked in Python and grown by scikit-learn (the
-[classification page](classification.md)'s figures), whose weeks the replay waits for. Two walks
-grow with the trace (`benchmarks/python_walks.py` counts them): at every clock step the simulator
-takes the step off every pending sleep, one per running job (SimGrid's rounding, kept exact: one
-numpy subtraction from 256 sleeps on), and after a job ends EASY tests the jobs behind the head
-that fit, a call each when interpreted: RICC's ratio.
+**Without a C compiler** the replay is the Python simulator and the scheduler from its source,
+a classified replay's forests are walked in Python and grown by scikit-learn (the
+[classification page](classification.md)'s figures), and the trace and the job table are read by
+numpy and Python. Two walks grow with the trace (`benchmarks/python_walks.py` counts them): at
+every clock step the simulator takes the step off every pending sleep (SimGrid's rounding, kept
+exact: one numpy subtraction from 256 sleeps on), and after a job ends EASY tests the jobs
+behind the head that fit, a call each when interpreted.
 
 ## Where the time goes, and why it is built this way
 
@@ -83,11 +83,11 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   FCFS gives FCFS's job table in FCFS's time.
 - **The simulator is compiled.** `batsched_ml/sim/_csim.c` is Batsim's actors on SimGrid's
   kernel, transcribed from the Python simulator (`batsched_ml/sim/simulator.py`, which stays
-  the reference). At each message it builds the protocol's typed events and calls the
-  scheduler's `handle`. The tests compare the two simulators message by message and file by
-  file (`tests/test_compiled_sim.py`), and both against real Batsim 4.2.1's recordings, the
-  whole CTC-SP2 trace included. A run it does not take (forwarded profiles, several workloads,
-  a workload it is not sure of) runs on the reference, with the same results.
+  the reference), calling the scheduler's `handle` with the protocol's typed events. The tests
+  compare the two simulators message by message and file by file
+  (`tests/test_compiled_sim.py`), and both against real Batsim 4.2.1's recordings, the whole
+  CTC-SP2 trace included. A run it does not take (forwarded profiles, several workloads, a
+  workload it is not sure of) runs on the reference, with the same results.
 - **A pass after a pass tests only the new jobs.** When nothing but submissions came since the
   previous pass (the same free machines, the same expected ends, the same head and shadow
   time), the jobs that pass refused are refused again (EASY's refusal only grows with time and
@@ -136,9 +136,8 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   `batsched-ml` freezes them once every file is closed (`cli.program`): with the trainer's
   importances summed in one pass, 0.95 times the time on full HPC2N and 0.91 on KTH-SP2
   (classification-idempotent, same files; `benchmarks/exit_time.py`: the exit alone).
-- **A campaign's worker reads each trace once**, and keeps its last two traces' workloads as
-  pickles (16 MB for full HPC2N): each run gets its own copy (0.25 s, against 0.7 s to read and
-  convert full HPC2N), and its files are those of `batsched-ml replay` (`tests/test_campaign.py`).
+- **A campaign's worker reads each trace once**, kept as a pickle: a run's copy takes 0.25 s,
+  against 0.7 s to read full HPC2N; its files are `replay`'s (`tests/test_campaign.py`).
 - **A replay does not load pandas** (with pyarrow, 0.3 s and 85 MiB of every command): the
   figures are numpy's (`batsched_ml/results/metrics.py`; `tests/test_metrics.py` compares them
   with pandas' to the last bit), the job table's figure columns are read from its rows by a

@@ -1,11 +1,11 @@
 /* The numbers of an SWF trace's job lines, parsed in one pass: the compiled part of
- * batsched_ml.workload.swf._parse_numbers, whose reference is pandas' C parser (read_csv).
+ * batsched_ml.workload.swf._parse_numbers, whose reference is numpy's parser (loadtxt).
  *
  * parse(data, fields) takes the job lines joined by "\n" (stripped, no comment or empty line)
  * and returns the float64 values, line by line, as bytes (numpy.frombuffer reads them), or
  * None when a line has another number of fields than `fields` or a field is not a plain
  * decimal number this parser is sure to read as the reference does: then the reference
- * parses the lines (and finds the culprit), so what this accepts it reads exactly as pandas
+ * parses the lines (and finds the culprit), so what this accepts it reads exactly as numpy
  * does, and what it refuses costs only the reference's time.
  *
  * read(text, fields) takes a whole file's bytes (decompressed) and does what the reader does
@@ -24,8 +24,8 @@
  * in magnitude. Then the value is its digits, an integer below 2**53 (exact as a double),
  * multiplied or divided by an exact power of ten: one correctly rounded operation, which is
  * what Clinger's fast path, strtod and pandas' precise parser all compute. Fields are
- * separated by spaces and tabs (pandas' whitespace separator); any other byte makes the
- * field not a number. No locale is involved (strtod's decimal point would be).
+ * separated by spaces and tabs (as numpy's and pandas' parsers separate them); any other
+ * byte makes the field not a number. No locale is involved (strtod's decimal point would be).
  *
  * csv_fields(rows, texts, numbers) reads a table of comma-separated rows as the figures of a
  * replay read its job table (batsched_ml.results.metrics.figure_columns, its reference, which
