@@ -338,7 +338,7 @@ def month_labels(
     if unix_start_time is None:
         months = (submission[known] // MONTH).astype(int)
         numbers, which = np.unique(months, return_inverse=True)
-        texts = np.array([f"m{m:02d}" for m in numbers.tolist()] + [""], dtype=object)[:-1]
+        texts = text_column([f"m{m:02d}" for m in numbers.tolist()])
         labels[known] = texts[which.reshape(-1)]
         return labels
     zone = _zone(time_zone)
@@ -355,7 +355,7 @@ def month_labels(
         names.append(f"{year}-{month:02d}")
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
     place = np.searchsorted(np.array(starts), stamps, side="right") - 1
-    texts = np.array([*names, ""], dtype=object)[:-1]
+    texts = text_column(names)
     labels[known] = texts[np.maximum(place, 0)]
     return labels
 
