@@ -8,6 +8,7 @@ Usage::
     python benchmarks/time_split.py --python --json benchmarks/results/split-3.json
     python benchmarks/time_split.py --python --traces HPC2N-2002-2.2-cln \
         --variant classification-idempotent --json benchmarks/results/split-4.json
+    python benchmarks/compiled_parts.py --json benchmarks/results/parts-1.json
     python benchmarks/speed_page.py          # every benchmarks/results/speed*.json, in name order
 
 A row measured again (``--rows hpc2n --json .../speed-again.json``) replaces the first
@@ -26,6 +27,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from compiled_parts import render as render_parts
 from time_split import render as render_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,13 +66,15 @@ the run's record):
 
 {split}
 
-**Without a C compiler** the replay is the Python simulator and the scheduler from its source,
-a classified replay's forests are walked in Python and grown by scikit-learn (the
-[classification page](classification.md)'s figures), and the trace and the job table are read by
-numpy and Python. Two walks grow with the trace (`benchmarks/python_walks.py` counts them): at
-every clock step the simulator takes the step off every pending sleep (SimGrid's rounding, kept
-exact: one numpy subtraction from 256 sleeps on), and after a job ends EASY tests the jobs
-behind the head that fit, a call each when interpreted.
+**Without a C compiler** the simulator and the scheduler run from their Python source, the
+forests are walked in Python and grown by scikit-learn, numpy and Python read the files.
+`benchmarks/compiled_parts.py` replaces one compiled part at a time by its reference (the
+replay alone, median of {parts_repeat}, {parts_date}): the scheduler (its source), Batsim's
+actors (Python generators on the compiled SimGrid kernel), the actors and the kernel; then
+nothing is compiled. A machine without a compiler runs the compiled parts from a wheel built
+where there is one ([how](getting-started.md#installing-where-there-is-no-c-compiler)).
+
+{parts}
 
 ## Where the time goes, and why it is built this way
 
@@ -112,17 +116,14 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
   ones, ties included (`tests/test_policies.py`, message by message; `tests/test_kinetic.py`,
   against a sort). A pass where no waiting job fits is skipped; PRB's sort starts from the
   last pass's order. Sorting every priority at each pass took minutes on RICC.
-- **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`), so an allocation
-  costs what its runs cost, not the width of the machine: the largest machines (CEA-Curie's
-  93,312 processors) cost per job what the small ones do.
+- **Machine sets are sorted runs of free machines** (`batsched_ml/alloc.py`): an allocation
+  costs what its runs cost, and CEA-Curie's 93,312 processors cost per job what small ones do.
 - **The scheduler is compiled from its own source.** mypyc compiles its hot modules
   (`batsched_ml.compiled.SCHEDULER_GROUP`) at install from the very `.py` files of the research
   surface: no second copy. They are used whole or not at all, and only where every file is the
   one the build was made from (`import batsched_ml` checks their SHA-256): after an edit of
   `easy.py` the group runs from its source, with a warning, until the next `pip install -e .`.
-  Against its source (`benchmarks/bench_compiled_scheduler.py`, full HPC2N, median of 3), the
-  replay takes about 1.5 times less time under FCFS and SPF (1.46 to 1.62 in two runs), with
-  the same job table.
+  From its source, the replay takes the "scheduler source" column's time above.
 - **A classified run also waits for its side trainer**: a week's forest is trained on the jobs
   finished before the week starts, and the week's first job needs it
   (`benchmarks/trainer_wait.py`; the split above gives the trainer's weeks). Around the
@@ -146,11 +147,9 @@ A replay is Batsim's side (the simulator) and the scheduler's side, talking mess
 
 ## The other benchmarks
 
-Each script in `benchmarks/` says in its docstring what it measures and prints; among them:
-`bench_compiled_sim.py` (the compiled simulator against the Python one, the same scheduler),
-`bench_alloc.py` (machine sets against machine-wide bitmasks), `golden_check.py` (the golden
-set of run outputs that a change to the code must leave byte-identical), `trainer_wait.py`,
-`gc_passes.py` (the garbage collector's passes during a replay).
+Each script in `benchmarks/` says in its docstring what it measures; among them `bench_alloc.py`
+(machine sets against bitmasks), `golden_check.py` (the golden set of run outputs a change must
+leave byte-identical), `trainer_wait.py` and `gc_passes.py`.
 """
 
 
@@ -209,10 +208,24 @@ def split_figures() -> dict[str, Any]:
     return {"date": ", ".join(dates), "rows": [row for record in saved for row in record["rows"]]}
 
 
-def render_page(runs: list[dict[str, Any]], split: dict[str, Any] | None = None) -> str:
-    """The page: ``runs`` (:func:`load`) and ``split`` (default: :func:`split_figures`')."""
+def parts_figures() -> dict[str, Any]:
+    """The saved measure of what each compiled part buys (``compiled_parts.py --json``): the
+    last file of ``parts*.json`` by name."""
+    paths = sorted((ROOT / "benchmarks" / "results").glob("parts*.json"))
+    figures: dict[str, Any] = json.loads(paths[-1].read_text())
+    return figures
+
+
+def render_page(
+    runs: list[dict[str, Any]],
+    split: dict[str, Any] | None = None,
+    parts: dict[str, Any] | None = None,
+) -> str:
+    """The page: ``runs`` (:func:`load`), ``split`` and ``parts`` (default: the saved ones,
+    :func:`split_figures`, :func:`parts_figures`)."""
     first = runs[0]
     split = split if split is not None else split_figures()
+    parts = parts if parts is not None else parts_figures()
     return TEMPLATE.format(
         repeat=first["repeat"],
         date=first["date"],
@@ -221,6 +234,9 @@ def render_page(runs: list[dict[str, Any]], split: dict[str, Any] | None = None)
         split=render_split(split["rows"]),
         split_repeat=split["rows"][0]["repeat"],
         split_date=split["date"],
+        parts=render_parts(parts),
+        parts_repeat=parts["repeat"],
+        parts_date=parts["date"],
     )
 
 

@@ -181,3 +181,23 @@ def test_the_stops_benchmark_runs_and_every_command_stops_by_its_signal(tmp_path
     for signal, status, seconds in cases:
         assert int(status) == {"SIGINT": 130, "SIGTERM": 143}[signal], out
         assert float(seconds) < 30, out
+
+
+def test_what_each_compiled_part_buys_is_measured_on_the_same_job_table(
+    kth_slice: Path, tmp_path: Path
+) -> None:
+    """``compiled_parts.py`` replaces one compiled part after the other by its reference (each
+    side checked to have run what it says) and finds the same job table on every side."""
+    saved = tmp_path / "parts.json"
+    out = run(
+        "compiled_parts.py",
+        *("--traces", str(kth_slice), "--repeat", "1", "--json", str(saved)),
+        cwd=tmp_path,
+    )
+    (row,) = json.loads(saved.read_text())["rows"]
+    sides = ["compiled", "scheduler source", "Python actors", "Python actors and kernel"]
+    sides.append("nothing compiled")
+    assert list(row["seconds"]) == sides and row["same"] is True, row
+    assert all(seconds > 0 for seconds in row["seconds"].values()), row
+    name = kth_slice.name
+    assert f"| {name}, FCFS | {row['seconds']['compiled']:.2f} s |" in out
