@@ -173,17 +173,23 @@ def _within(row: dict[str, Any]) -> str:
 
 def render_table(runs: list[dict[str, Any]]) -> str:
     """The table; a row measured on another day than the first file's says so (a machine of
-    another day may be faster or slower: its time is not to be compared with the others')."""
+    another day may be faster or slower: its time is not to be compared with the others'), and
+    a row run fewer times than the first file's says how many (its time is no median of as
+    many)."""
     lines = [
         "| what | target | compiled parts | within | no compiled part | ratio | result files |",
         "|---|---|---|---|---|---|---|",
     ]
     first = runs[0]["date"] if runs else ""
+    repeat = runs[0]["repeat"] if runs else 0
     for data in runs:
         for row in data["rows"]:
             label = row["label"]
             if row.get("date", first) != first:
                 label += f" (measured on {row['date']})"
+            if len(row["seconds"]) < repeat:  # the page says how many runs each row had
+                count = len(row["seconds"])
+                label += f" ({count} run{'s' if count > 1 else ''})"
             cells = [label, row["target"], _cell(row["seconds"], row["peaks"])]
             cells.append(_within(row))
             if "other_seconds" in row and data["other"] == "python":

@@ -88,3 +88,29 @@ def test_a_row_measured_again_on_another_day_says_so(tmp_path: Path) -> None:
     assert lines[2].startswith("| HELP | <= 1 s | 0.10 s")
     assert lines[3].startswith("| KTH (measured on 2026-01-02) | <= 1 s | 0.90 s, 160 MiB | yes |")
     assert len(lines) == 4
+
+
+def test_a_row_run_fewer_times_than_the_page_says_so(tmp_path: Path) -> None:
+    """The page's text gives the first file's count of runs; a row run fewer times (the paper
+    campaign, once) names its own count, since its time is no median of that many."""
+    import json
+
+    def row(name: str, seconds: list[float]) -> dict:
+        return {
+            "row": name,
+            "label": name.upper(),
+            "target": "<= 1 s",
+            "targets": [1.0, None],
+            "seconds": seconds,
+            "peaks": [160.0] * len(seconds),
+        }
+
+    first = {"date": "2026-01-01", "cores": 2, "repeat": 3, "other": None}
+    first["rows"] = [row("kth", [0.9, 0.8, 1.0])]
+    once = {**first, "repeat": 1, "rows": [row("campaign", [400.0])]}
+    paths = [tmp_path / "speed-1.json", tmp_path / "speed-2.json"]
+    for path, data in zip(paths, (first, once), strict=True):
+        path.write_text(json.dumps(data))
+    lines = speed_page.render_table(speed_page.load(paths)).splitlines()
+    assert lines[2].startswith("| KTH | <= 1 s | 0.90 (0.80-1.00) s, 160 MiB | yes |")
+    assert lines[3].startswith("| CAMPAIGN (1 run) | <= 1 s | 400.0 s, 160 MiB | **no** |")
