@@ -3,9 +3,10 @@
 the imports (numpy, pandas with pyarrow where the command loads it, and the package itself,
 timed apart), loading the trace (read and cleaned), the replay (the simulator and the
 scheduler), writing the run's files (with the figures computed from them), and the rest (the
-interpreter's start and exit, the command line, the run folder's record), median of ``--repeat`` for each part. With ``--python`` each trace is
-also measured with ``BATSCHED_ML_KERNEL=python`` (no compiled part: what an install without a C
-compiler runs), interleaved; with ``--variant`` a classified replay is split, its replay's part
+interpreter's start and exit, the command line, the run folder's record), median of
+``--repeat`` for each part. With ``--python`` each trace is also measured with
+``BATSCHED_ML_KERNEL=python`` (no compiled part: what an install without a C compiler runs),
+interleaved; with ``--variant`` a classified replay is split, its replay's part
 including its wait for the side trainer, whose weeks of training (``timing.json``'s
 ``train_seconds``) are given apart.
 

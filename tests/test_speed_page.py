@@ -66,25 +66,10 @@ def test_a_row_measured_again_replaces_the_first_in_place(tmp_path: Path) -> Non
 def test_a_row_measured_again_on_another_day_says_so(tmp_path: Path) -> None:
     """A row replaced by a later file keeps its place and names the day it was measured on:
     another day may be another machine, whose times are not the others'."""
-    import json
-
-    def row(name: str, seconds: float) -> dict:
-        return {
-            "row": name,
-            "label": name.upper(),
-            "target": "<= 1 s",
-            "targets": [1.0, None],
-            "seconds": [seconds],
-            "peaks": [160.0],
-        }
-
     first = {"date": "2026-01-01", "cores": 2, "repeat": 1, "other": None}
-    first["rows"] = [row("help", 0.1), row("kth", 1.5)]
-    again = {**first, "date": "2026-01-02", "rows": [row("kth", 0.9)]}
-    paths = [tmp_path / "speed-1.json", tmp_path / "speed-2.json"]
-    for path, data in zip(paths, (first, again), strict=True):
-        path.write_text(json.dumps(data))
-    lines = speed_page.render_table(speed_page.load(paths)).splitlines()
+    first["rows"] = [_row("help", [0.1]), _row("kth", [1.5])]
+    again = {**first, "date": "2026-01-02", "rows": [_row("kth", [0.9])]}
+    lines = _rendered(tmp_path, first, again)
     assert lines[2].startswith("| HELP | <= 1 s | 0.10 s")
     assert lines[3].startswith("| KTH (measured on 2026-01-02) | <= 1 s | 0.90 s, 160 MiB | yes |")
     assert len(lines) == 4
@@ -93,24 +78,31 @@ def test_a_row_measured_again_on_another_day_says_so(tmp_path: Path) -> None:
 def test_a_row_run_fewer_times_than_the_page_says_so(tmp_path: Path) -> None:
     """The page's text gives the first file's count of runs; a row run fewer times (the paper
     campaign, once) names its own count, since its time is no median of that many."""
-    import json
-
-    def row(name: str, seconds: list[float]) -> dict:
-        return {
-            "row": name,
-            "label": name.upper(),
-            "target": "<= 1 s",
-            "targets": [1.0, None],
-            "seconds": seconds,
-            "peaks": [160.0] * len(seconds),
-        }
-
     first = {"date": "2026-01-01", "cores": 2, "repeat": 3, "other": None}
-    first["rows"] = [row("kth", [0.9, 0.8, 1.0])]
-    once = {**first, "repeat": 1, "rows": [row("campaign", [400.0])]}
-    paths = [tmp_path / "speed-1.json", tmp_path / "speed-2.json"]
-    for path, data in zip(paths, (first, once), strict=True):
-        path.write_text(json.dumps(data))
-    lines = speed_page.render_table(speed_page.load(paths)).splitlines()
+    first["rows"] = [_row("kth", [0.9, 0.8, 1.0])]
+    once = {**first, "repeat": 1, "rows": [_row("campaign", [400.0])]}
+    lines = _rendered(tmp_path, first, once)
     assert lines[2].startswith("| KTH | <= 1 s | 0.90 (0.80-1.00) s, 160 MiB | yes |")
     assert lines[3].startswith("| CAMPAIGN (1 run) | <= 1 s | 400.0 s, 160 MiB | **no** |")
+
+
+def _row(name: str, seconds: list[float]) -> dict:
+    """A saved row of the table, as ``speed_table.py --json`` writes it (a 1 s target)."""
+    return {
+        "row": name,
+        "label": name.upper(),
+        "target": "<= 1 s",
+        "targets": [1.0, None],
+        "seconds": seconds,
+        "peaks": [160.0] * len(seconds),
+    }
+
+
+def _rendered(folder: Path, *saved: dict) -> list[str]:
+    """The table's lines from the ``saved`` runs, written as files named in their order."""
+    import json
+
+    paths = [folder / f"speed-{i}.json" for i in range(1, len(saved) + 1)]
+    for path, data in zip(paths, saved, strict=True):
+        path.write_text(json.dumps(data))
+    return speed_page.render_table(speed_page.load(paths)).splitlines()
